@@ -1,0 +1,2 @@
+export * from "./tracker.js"
+export * from "./synthetic.js"

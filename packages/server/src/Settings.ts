@@ -1,0 +1,53 @@
+/**
+ * The operator's deployment settings, read through `Config` with `CAIRN_` names.
+ * They name no schema: the application's entry point assembles the deployment.
+ */
+import { Config, Context, Effect, Layer } from "effect"
+
+export type Stage = "development" | "test" | "staging" | "production"
+export const stages: ReadonlyArray<Stage> = ["development", "test", "staging", "production"]
+
+export interface SettingsShape {
+  /** TCP port to listen on (0 picks a free one). */
+  readonly port: number
+  /** Interface to bind; loopback unless the operator opens it. */
+  readonly host: string
+  /** Public base URL without a trailing slash; every public URL is built from it. */
+  readonly baseUrl: string
+  /** Directory holding the per-database SQLite files and development keys. */
+  readonly dataDir: string
+  /** The raw stage setting; `stage` is it parsed, `undefined` when unrecognized. */
+  readonly stageSetting: string
+  readonly stage: Stage | undefined
+  /** The raw `CAIRN_TEST_HOOKS` value, if set. */
+  readonly testHooksSetting: string | undefined
+}
+
+export const settingsConfig: Config.Config<SettingsShape> = Config.all({
+  port: Config.integer("CAIRN_PORT").pipe(Config.withDefault(8787)),
+  host: Config.string("CAIRN_HOST").pipe(Config.withDefault("127.0.0.1")),
+  baseUrl: Config.option(Config.string("CAIRN_BASE_URL")),
+  dataDir: Config.string("CAIRN_DATA_DIR").pipe(Config.withDefault("./.cairn")),
+  stageSetting: Config.string("CAIRN_STAGE").pipe(Config.withDefault("development")),
+  testHooksSetting: Config.option(Config.string("CAIRN_TEST_HOOKS"))
+}).pipe(
+  Config.map((raw) => ({
+    port: raw.port,
+    host: raw.host,
+    baseUrl: (raw.baseUrl._tag === "Some" ? raw.baseUrl.value : `http://${raw.host.includes(":") ? `[${raw.host}]` : raw.host}:${raw.port}`).replace(/\/+$/, ""),
+    dataDir: raw.dataDir,
+    stageSetting: raw.stageSetting,
+    stage: (stages as ReadonlyArray<string>).includes(raw.stageSetting) ? (raw.stageSetting as Stage) : undefined,
+    testHooksSetting: raw.testHooksSetting._tag === "Some" ? raw.testHooksSetting.value : undefined
+  })),
+  Config.validate({
+    message: "CAIRN_BASE_URL must be an absolute http(s) URL",
+    validation: (s) => /^https?:\/\/[^/]+/.test(s.baseUrl)
+  })
+)
+
+export class Settings extends Context.Tag("@cairn/server/Settings")<Settings, SettingsShape>() {
+  static readonly layerConfig = Layer.effect(Settings, settingsConfig)
+  static readonly layer = (settings: SettingsShape) => Layer.succeed(Settings, settings)
+  static readonly get = Effect.map(Settings, (s) => s)
+}
