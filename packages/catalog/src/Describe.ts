@@ -196,11 +196,12 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
       if (!seen.has(refKey(ref))) found.push(d)
       seen.add(refKey(ref))
     }
-    return {
+    const result: DescribeResult = {
       catalogToken: view.token,
       cards: found.map((d) => cardOf(view, d)),
       definitions: found.map((d) => definitionOf(view, d))
-    } satisfies DescribeResult
+    }
+    return result
   }
 
   const all = visibleDefs(view)
@@ -234,9 +235,10 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
   }
   const page = matches.slice(offset, offset + limit)
   const next = offset + limit
-  return {
+  const result: DescribeResult = {
     catalogToken: view.token,
     cards: page.map((d) => cardOf(view, d)),
     ...(next < matches.length ? { cursor: sealer.seal("describe", { t: view.token, q: queryDigest, o: next }) } : {})
-  } satisfies DescribeResult
+  }
+  return result
 })
