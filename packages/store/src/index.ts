@@ -1,0 +1,1 @@
+export * as Layout from "./Layout.js"
