@@ -1,1 +1,2 @@
 export * as Layout from "./Layout.js"
+export * as Position from "./Position.js"
