@@ -65,7 +65,7 @@ export const Member = Entity.make("Member", {
       description: "The user's subject identifier, as in their access token"
     }),
     role: Role,
-    email: Email,
+    email: Schema.optional(Email).annotations({ description: "Contact e-mail; absent for a project's creator unless their token carries one" }),
     ...Timestamped.fields
   },
   relationships: { project: Entity.belongsTo("Project", "projectId") },
@@ -119,7 +119,7 @@ const Empty = Schema.Struct({})
 export const ProjectCreate = Operation.make({
   owner: Project,
   name: "create",
-  description: "Create a new project. Returns its id; the caller can then add members and tasks to it.",
+  description: "Create a new project; the caller becomes its owner member. Returns its id; then create tasks in it (admins can add members).",
   targeted: false,
   input: Schema.Struct({ name: Title, description: Schema.optional(Schema.String.pipe(Schema.maxLength(2000))) }),
   output: Created
