@@ -1,0 +1,38 @@
+/**
+ * What the MCP endpoint needs beyond the server settings: the authorization servers it
+ * advertises to clients (the issuers identity trusts) and the request body limit.
+ */
+import { Settings } from "@cairn/server"
+import { Config, Context, Effect, Layer } from "effect"
+
+export interface McpConfigShape {
+  /** Issuer URLs published as `authorization_servers` in the resource metadata. */
+  readonly authorizationServers: ReadonlyArray<string>
+  /** Largest accepted JSON-RPC request body, in bytes. */
+  readonly maxBodyBytes: number
+}
+
+export class McpConfig extends Context.Tag("@cairn/mcp/McpConfig")<McpConfig, McpConfigShape>() {
+  static readonly layer = (config: McpConfigShape) => Layer.succeed(McpConfig, config)
+
+  /**
+   * `CAIRN_ISSUER` when the operator configured an external issuer, otherwise the
+   * development issuer (`CAIRN_DEV_ISSUER_URL`, default `http://127.0.0.1:<port+1>`).
+   * `CAIRN_MAX_BODY_BYTES` (default 1 MiB) is the same limit the `/db` front applies.
+   */
+  static readonly layerConfig = Layer.effect(
+    McpConfig,
+    Effect.gen(function* () {
+      const settings = yield* Settings
+      const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
+      const dev = yield* Config.string("CAIRN_DEV_ISSUER_URL").pipe(
+        Config.withDefault(`http://127.0.0.1:${settings.port + 1}`)
+      )
+      const maxBodyBytes = yield* Config.integer("CAIRN_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024))
+      return {
+        authorizationServers: [external._tag === "Some" ? external.value : dev],
+        maxBodyBytes
+      }
+    })
+  )
+}
