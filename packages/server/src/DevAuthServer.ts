@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
-import Provider, { errors, type ClientMetadata, type KoaContextWithOIDC } from "oidc-provider"
+import Provider, { type Client, errors, type KoaContextWithOIDC } from "oidc-provider"
 import { Context, Data, Effect, Layer } from "effect"
 import { Settings } from "./Settings.js"
 
@@ -144,10 +144,10 @@ export const makeProvider = (options: DevAuthServerOptions) => {
       Session: 86_400
     },
     findAccount: (_ctx, id) => ({ accountId: id, claims: () => ({ sub: id }) }),
-    extraTokenClaims: (_ctx: KoaContextWithOIDC, token) => {
+    extraTokenClaims: (ctx: KoaContextWithOIDC, token) => {
       if (token.kind === "ClientCredentials") {
-        const client = (token as any).client as (ClientMetadata & { org?: string; roles?: unknown }) | undefined
-        return client?.org ? { org: client.org, roles: splitRoles(client.roles) } : undefined
+        const client = ctx.oidc.client as (Client & { org?: unknown; roles?: unknown }) | undefined
+        return typeof client?.org === "string" ? { org: client.org, roles: splitRoles(client.roles) } : undefined
       }
       const choice = token.grantId ? chosen.get(token.grantId) : undefined
       return choice ? { org: choice.org, roles: [...choice.roles] } : undefined
@@ -257,3 +257,50 @@ export const layerWith = (options: DevAuthServerOptions) =>
       return yield* make(options)
     })
   )
+
+/**
+ * Signs in on the development login page without a browser: follows `authorizationUrl`
+ * through the login form as `who` and returns the final redirect (to the client's
+ * `redirect_uri`, carrying `code` or `error`). For tests and headless scripts.
+ */
+export const signIn = (
+  authorizationUrl: string | URL,
+  who: { readonly sub: string; readonly org: string; readonly roles?: ReadonlyArray<string> }
+): Effect.Effect<URL, DevAuthServerError> =>
+  Effect.tryPromise({
+    try: async () => {
+      const jar = new Map<string, string>()
+      const step = async (url: URL, init: RequestInit = {}) => {
+        const response = await fetch(url, {
+          ...init,
+          redirect: "manual",
+          headers: { ...(init.headers as Record<string, string>), cookie: [...jar].map(([k, v]) => `${k}=${v}`).join("; ") }
+        })
+        for (const cookie of response.headers.getSetCookie()) {
+          const pair = cookie.split(";")[0]!
+          const eq = pair.indexOf("=")
+          jar.set(pair.slice(0, eq), pair.slice(eq + 1))
+        }
+        await response.arrayBuffer()
+        return response
+      }
+      let url = new URL(authorizationUrl)
+      const origin = url.origin
+      for (let hops = 0; hops < 10; hops++) {
+        const isLogin = url.origin === origin && url.pathname.startsWith("/interaction/")
+        const response = isLogin
+          ? await step(url, {
+              method: "POST",
+              headers: { "content-type": "application/x-www-form-urlencoded" },
+              body: new URLSearchParams({ sub: who.sub, org: who.org, roles: (who.roles ?? []).join(" ") }).toString()
+            })
+          : await step(url)
+        const location = response.headers.get("location")
+        if (location === null) throw new Error(`sign-in stopped at ${url.pathname} with HTTP ${response.status}`)
+        url = new URL(location, url)
+        if (url.origin !== origin) return url
+      }
+      throw new Error("sign-in did not finish within 10 redirects")
+    },
+    catch: (error) => new DevAuthServerError({ message: `Development sign-in failed: ${error instanceof Error ? error.message : String(error)}` })
+  })
