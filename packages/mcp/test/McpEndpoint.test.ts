@@ -1,0 +1,230 @@
+// The MCP endpoint over real HTTP with real tokens from the development authorization
+// server: discovery metadata, authentication before anything else, DNS-rebinding
+// protection, methods, protocol version, scopes with step-up challenges, tool results and
+// errors, and a tool list that does not grow with the catalog.
+import { request as httpRequest } from "node:http"
+import { assert, describe, it, layer } from "@effect/vitest"
+import { synthetic } from "@cairn/tracker"
+import { Effect, Layer } from "effect"
+import { initialize, post, type Stack, startStack } from "./support/stack.js"
+
+const list = { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }
+const call = (name: string, args: unknown, id = 3) => ({
+  jsonrpc: "2.0",
+  id,
+  method: "tools/call",
+  params: { name, arguments: args }
+})
+const v = { "mcp-protocol-version": "2025-11-25" }
+
+class StackTag extends Effect.Tag("test/Stack")<StackTag, Stack>() {}
+const StackLive = Layer.scoped(StackTag, startStack())
+
+layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
+  it.effect("publishes RFC 9728 metadata at the resource path and the root alias", () =>
+    Effect.gen(function* () {
+      const { base, issuer } = yield* StackTag
+      for (const path of ["/.well-known/oauth-protected-resource/mcp", "/.well-known/oauth-protected-resource"]) {
+        const response = yield* Effect.promise(() => fetch(`${base}${path}`))
+        assert.strictEqual(response.status, 200)
+        assert.deepStrictEqual(yield* Effect.promise(() => response.json()), {
+          resource: `${base}/mcp`,
+          authorization_servers: [issuer],
+          scopes_supported: ["cairn:read", "cairn:write"],
+          bearer_methods_supported: ["header"],
+          resource_name: "Cairn MCP endpoint"
+        })
+      }
+    })
+  )
+
+  it.effect("answers 401 with resource_metadata to every method without a valid token", () =>
+    Effect.gen(function* () {
+      const { base, mcpUrl } = yield* StackTag
+      const expected = `Bearer scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
+      for (const method of ["POST", "GET", "DELETE"]) {
+        const response = yield* Effect.promise(() =>
+          fetch(mcpUrl, { method, headers: { "content-type": "application/json" }, ...(method === "POST" ? { body: JSON.stringify(initialize) } : {}) })
+        )
+        assert.strictEqual(response.status, 401, method)
+        assert.strictEqual(response.headers.get("www-authenticate"), expected)
+      }
+      const garbage = yield* post(mcpUrl, initialize, { authorization: "Bearer not.a.token" })
+      assert.strictEqual(garbage.status, 401)
+      assert.match(garbage.headers.get("www-authenticate")!, /^Bearer error="invalid_token", error_description="[^"]+", scope="cairn:read cairn:write", resource_metadata="/)
+      const basic = yield* post(mcpUrl, initialize, { authorization: "Basic YWxpY2U6c2VjcmV0" })
+      assert.strictEqual(basic.status, 401)
+      assert.include(basic.headers.get("www-authenticate")!, 'error="invalid_request"')
+    })
+  )
+
+  it.effect("refuses tokens for another resource and tokens in the query string", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const dbToken = yield* token({ sub: "alice", org: "acme" }, { resource: "db" })
+      const refused = yield* post(mcpUrl, initialize, { authorization: `Bearer ${dbToken}` })
+      assert.strictEqual(refused.status, 401)
+      assert.include(refused.headers.get("www-authenticate")!, 'error="invalid_token"')
+
+      const mcpToken = yield* token({ sub: "alice", org: "acme" })
+      const inQuery = yield* post(`${mcpUrl}?access_token=${mcpToken}`, initialize)
+      assert.strictEqual(inQuery.status, 400)
+      assert.include(inQuery.headers.get("www-authenticate")!, 'error="invalid_request"')
+      // Even alongside a valid header: a token in a URL has already leaked into logs.
+      const both = yield* post(`${mcpUrl}?access_token=${mcpToken}`, initialize, { authorization: `Bearer ${mcpToken}` })
+      assert.strictEqual(both.status, 400)
+      const ok = yield* post(mcpUrl, initialize, { authorization: `Bearer ${mcpToken}` })
+      assert.strictEqual(ok.status, 200)
+      assert.strictEqual(ok.json.result.serverInfo.name, "cairn")
+      assert.deepStrictEqual(ok.json.result.capabilities, { tools: { listChanged: false } })
+    })
+  )
+
+  it.effect("after authentication: foreign Origin or Host 403, GET and DELETE 405, bad protocol version 400", () =>
+    Effect.gen(function* () {
+      const { base, mcpUrl, token } = yield* StackTag
+      const auth = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" })}` }
+      const port = new URL(base).port
+
+      const foreignOrigin = yield* post(mcpUrl, initialize, { ...auth, origin: "http://evil.example.com" })
+      assert.strictEqual(foreignOrigin.status, 403)
+      const otherPort = yield* post(mcpUrl, initialize, { ...auth, origin: "http://127.0.0.1:1" })
+      assert.strictEqual(otherPort.status, 403)
+      const sameOrigin = yield* post(mcpUrl, initialize, { ...auth, origin: base })
+      assert.strictEqual(sameOrigin.status, 200)
+      const loopbackSpelling = yield* post(mcpUrl, initialize, { ...auth, origin: `http://localhost:${port}` })
+      assert.strictEqual(loopbackSpelling.status, 200)
+
+      // fetch() will not forge Host; a raw request does.
+      const evilHost = yield* Effect.promise(
+        () =>
+          new Promise<number>((resolve, reject) => {
+            const req = httpRequest(
+              { host: "127.0.0.1", port: Number(port), path: "/mcp", method: "POST", headers: { ...auth, host: "evil.example.com", "content-type": "application/json", accept: "application/json, text/event-stream" } },
+              (res) => {
+                res.resume()
+                resolve(res.statusCode ?? 0)
+              }
+            )
+            req.on("error", reject)
+            req.end(JSON.stringify(initialize))
+          })
+      )
+      assert.strictEqual(evilHost, 403)
+
+      for (const method of ["GET", "DELETE"]) {
+        const response = yield* Effect.promise(() => fetch(mcpUrl, { method, headers: { ...auth, accept: "text/event-stream" } }))
+        assert.strictEqual(response.status, 405, method)
+        assert.strictEqual(response.headers.get("allow"), "POST")
+      }
+
+      const badVersion = yield* post(mcpUrl, list, { ...auth, "mcp-protocol-version": "1999-01-01" })
+      assert.strictEqual(badVersion.status, 400)
+      assert.include(badVersion.json.error.message, "Unsupported protocol version")
+      const goodVersion = yield* post(mcpUrl, list, { ...auth, ...v })
+      assert.strictEqual(goodVersion.status, 200)
+    })
+  )
+
+  it.effect("scopes: read tokens describe but get 403 insufficient_scope on mutate, with a step-up scope", () =>
+    Effect.gen(function* () {
+      const { base, mcpUrl, token } = yield* StackTag
+      const readOnly = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" }, { scope: "cairn:read" })}`, ...v }
+      const described = yield* post(mcpUrl, call("describe", { browse: { kinds: ["entity"] } }), readOnly)
+      assert.strictEqual(described.status, 200)
+      assert.isUndefined(described.json.result.isError)
+
+      const mutate = call("mutate", {
+        operation: { kind: "operation", owner: { kind: "entity", name: "Project" }, name: "create" },
+        input: { name: "x" },
+        invocationId: "01890a5d-ac96-774b-bcce-b302099a8057"
+      })
+      const refused = yield* post(mcpUrl, mutate, readOnly)
+      assert.strictEqual(refused.status, 403)
+      assert.strictEqual(
+        refused.headers.get("www-authenticate"),
+        `Bearer error="insufficient_scope", error_description="This call requires the cairn:write scope.", scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
+      )
+
+      const writeOnly = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" }, { scope: "cairn:write" })}`, ...v }
+      const cannotRead = yield* post(mcpUrl, call("query", { query: {} }), writeOnly)
+      assert.strictEqual(cannotRead.status, 403)
+      assert.include(cannotRead.headers.get("www-authenticate")!, 'scope="cairn:read cairn:write"')
+      // Listing tools needs no particular scope.
+      const listed = yield* post(mcpUrl, list, writeOnly)
+      assert.strictEqual(listed.status, 200)
+    })
+  )
+
+  it.effect("public errors are tool results with {code, message, recovery}; protocol errors stay JSON-RPC errors", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const auth = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" })}`, ...v }
+
+      const extra = yield* post(mcpUrl, call("describe", { browse: { kinds: ["entity"] }, bogus: true }), auth)
+      const result = extra.json.result
+      assert.isTrue(result.isError)
+      assert.strictEqual(result.structuredContent.code, "invalid_query")
+      assert.strictEqual(result.structuredContent.recovery, "Correct the document; do not repeat it unchanged.")
+      assert.deepStrictEqual(result.structuredContent.issues.map((i: { path: string }) => i.path), ["/bogus"])
+      assert.include(result.content[0].text, "invalid_query: ")
+
+      const unknown = yield* post(mcpUrl, call("describe", { inspect: [{ kind: "entity", name: "Nope" }] }), auth)
+      assert.strictEqual(unknown.json.result.structuredContent.code, "unknown_definition")
+
+      const badEnvelope = yield* post(mcpUrl, call("mutate", { operation: { kind: "operation" }, invocationId: 7 }), auth)
+      assert.strictEqual(badEnvelope.json.result.structuredContent.code, "invalid_input")
+      assert.includeMembers(
+        badEnvelope.json.result.structuredContent.issues.map((i: { path: string }) => i.path),
+        ["/invocationId", "/operation/owner", "/operation/name"]
+      )
+
+      const badQuery = yield* post(mcpUrl, call("query", { query: { version: 2 } }), auth)
+      assert.strictEqual(badQuery.json.result.structuredContent.code, "invalid_query")
+
+      const noSuchTool = yield* post(mcpUrl, call("Task.create", {}), auth)
+      assert.strictEqual(noSuchTool.status, 200)
+      assert.strictEqual(noSuchTool.json.error.code, -32602)
+      assert.include(noSuchTool.json.error.message, "exactly three tools")
+    })
+  )
+
+  it.effect("describe answers structured content and the same value as compact text", () =>
+    Effect.gen(function* () {
+      const { token, client } = yield* StackTag
+      const c = yield* client(yield* token({ sub: "alice", org: "acme" }))
+      const result = yield* Effect.promise(() => c.callTool({ name: "describe", arguments: { search: "task" } }))
+      const structured = result.structuredContent as { catalogToken: string; cards: Array<{ ref: { name: string } }> }
+      assert.isString(structured.catalogToken)
+      assert.strictEqual(structured.cards[0]!.ref.name, "Task")
+      assert.deepStrictEqual(JSON.parse((result.content as Array<{ text: string }>)[0]!.text), structured)
+    }).pipe(Effect.scoped)
+  )
+})
+
+describe("tools/list", () => {
+  it.scoped("is exactly describe, query, mutate and byte-identical for tracker and a 500-entity catalog", () =>
+    Effect.gen(function* () {
+      const bodies: Array<string> = []
+      for (const root of [undefined, synthetic(500)]) {
+        const stack = yield* startStack(root ? { root } : {})
+        const auth = { authorization: `Bearer ${yield* stack.token({ sub: "alice", org: "acme" })}`, ...v }
+        const response = yield* post(stack.mcpUrl, list, auth)
+        assert.strictEqual(response.status, 200)
+        assert.deepStrictEqual(
+          response.json.result.tools.map((t: { name: string }) => t.name),
+          ["describe", "query", "mutate"]
+        )
+        for (const tool of response.json.result.tools) {
+          assert.strictEqual(tool.inputSchema.type, "object")
+          assert.isAbove(tool.description.length, 200)
+        }
+        bodies.push(JSON.stringify(response.json.result))
+      }
+      assert.strictEqual(bodies[0], bodies[1])
+      const bytes = Buffer.byteLength(bodies[0]!)
+      console.log(`tools/list: ${bytes} bytes (~${Math.round(bytes / 4)} tokens) for tracker and synthetic(500)`)
+      assert.isBelow(bytes, 12_000)
+    })
+  )
+})

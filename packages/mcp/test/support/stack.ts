@@ -1,0 +1,224 @@
+// A real deployment for the MCP tests: the HTTP front on 127.0.0.1 serving McpRoutes, the
+// development authorization server, identity verifying its tokens, and a DataPlane over a
+// compiled catalog. Tokens come from the authorization server through its login page.
+import { createHash, randomBytes } from "node:crypto"
+import { mkdtempSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Client } from "@modelcontextprotocol/sdk/client/index.js"
+import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
+import { compile, CursorKey, describe, type RootSchema, View } from "@cairn/catalog"
+import { Principal } from "@cairn/domain"
+import { McpConfig, McpRoutes } from "@cairn/mcp"
+import { DataPlane, Identity, serve, Settings, type SettingsShape, Unauthorized } from "@cairn/server"
+import * as DevAuth from "@cairn/server/DevAuthServer"
+import { tracker } from "@cairn/tracker"
+import { Effect, Layer, Redacted } from "effect"
+import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose"
+
+export const freePort = () =>
+  Effect.promise(
+    () =>
+      new Promise<number>((resolve, reject) => {
+        const server = createServer()
+        server.once("error", reject)
+        server.listen(0, "127.0.0.1", () => {
+          const port = (server.address() as { port: number }).port
+          server.close(() => resolve(port))
+        })
+      })
+  )
+
+export interface Who {
+  readonly sub: string
+  readonly org: string
+  readonly roles?: ReadonlyArray<string>
+}
+
+export interface Stack {
+  readonly base: string
+  readonly issuer: string
+  readonly mcpUrl: string
+  readonly dataDir: string
+  /** An access token from the dev authorization server (authorization code + PKCE via the login page). */
+  readonly token: (who: Who, options?: { readonly scope?: string; readonly resource?: "mcp" | "db" }) => Effect.Effect<string>
+  /** An SDK client connected with a bearer token (no OAuth dance). */
+  readonly client: (token: string) => Effect.Effect<Client, never, import("effect").Scope.Scope>
+}
+
+export interface StackOptions {
+  readonly root?: RootSchema.RootSchema
+  /** Public base URL when it differs from the bind address (a proxy in front). */
+  readonly basePort?: number
+}
+
+const devKey = Effect.promise(async () => {
+  const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
+  const meta = { kid: "dev-test", alg: "ES256", use: "sig" }
+  return {
+    privateJwk: { ...(await exportJWK(privateKey)), ...meta } as JWK,
+    publicJwk: { ...(await exportJWK(publicKey)), ...meta } as JWK
+  }
+})
+
+export const startStack = (options: StackOptions = {}) =>
+  Effect.gen(function* () {
+    const port = yield* freePort()
+    const issuerPort = yield* freePort()
+    const base = `http://127.0.0.1:${options.basePort ?? port}`
+    const issuer = `http://127.0.0.1:${issuerPort}`
+    const dataDir = mkdtempSync(join(tmpdir(), "cairn-mcp-"))
+    const settings: SettingsShape = {
+      port,
+      host: "127.0.0.1",
+      baseUrl: base,
+      dataDir,
+      stageSetting: "test",
+      stage: "test",
+      testHooksSetting: undefined
+    }
+    const catalog = yield* compile(options.root ?? tracker)
+    const { privateJwk, publicJwk } = yield* devKey
+    const jwks = createLocalJWKSet({ keys: [publicJwk] })
+
+    const IdentityLive = Layer.succeed(Identity, {
+      verify: (token, resource) =>
+        Effect.tryPromise({
+          try: async () => {
+            const { payload } = await jwtVerify(token, jwks, {
+              issuer,
+              audience: `${base}/${resource}`,
+              algorithms: ["ES256"]
+            })
+            if (typeof payload["org"] !== "string") throw new Error("missing org")
+            return new Principal({
+              subject: String(payload.sub),
+              roles: Array.isArray(payload["roles"]) ? payload["roles"].map(String) : [],
+              claims: payload,
+              scopes: typeof payload["scope"] === "string" ? payload["scope"].split(" ") : [],
+              databaseKey: payload["org"]
+            })
+          },
+          catch: () => new Unauthorized({ error: "invalid_token", description: "The access token is invalid for this resource." })
+        })
+    })
+
+    const PlaneLive = Layer.effect(
+      DataPlane,
+      Effect.gen(function* () {
+        const sealer = yield* CursorKey
+        const view = View.full(catalog)
+        return {
+          describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
+          query: () => Effect.dieMessage("query is not available yet"),
+          mutate: () => Effect.dieMessage("mutate is not available yet")
+        }
+      })
+    ).pipe(Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
+
+    const SettingsLive = Settings.layer(settings)
+    const app = Layer.mergeAll(
+      serve(McpRoutes).pipe(
+        Layer.provide(McpConfig.layer({ authorizationServers: [issuer], maxBodyBytes: 1024 * 1024 })),
+        Layer.provide(PlaneLive),
+        Layer.provide(IdentityLive)
+      ),
+      DevAuth.layerWith({ issuer, signingKey: privateJwk, resources: [`${base}/mcp`, `${base}/db`] })
+    ).pipe(Layer.provide(SettingsLive))
+    yield* Layer.build(app)
+
+    const redirectUri = "http://127.0.0.1:9/callback"
+    const registration = yield* Effect.promise(async () => {
+      const response = await fetch(`${issuer}/reg`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ client_name: "cairn-tests", redirect_uris: [redirectUri], token_endpoint_auth_method: "none" })
+      })
+      return (await response.json()) as { client_id: string }
+    })
+
+    const token: Stack["token"] = (who, tokenOptions = {}) =>
+      Effect.gen(function* () {
+        const verifier = randomBytes(32).toString("base64url")
+        const challenge = createHash("sha256").update(verifier).digest("base64url")
+        const resource = `${base}/${tokenOptions.resource ?? "mcp"}`
+        const url = `${issuer}/auth?${new URLSearchParams({
+          response_type: "code",
+          client_id: registration.client_id,
+          redirect_uri: redirectUri,
+          scope: tokenOptions.scope ?? "cairn:read cairn:write",
+          resource,
+          code_challenge: challenge,
+          code_challenge_method: "S256"
+        })}`
+        const back = yield* DevAuth.signIn(url, who).pipe(Effect.orDie)
+        return yield* Effect.promise(async () => {
+          const response = await fetch(`${issuer}/token`, {
+            method: "POST",
+            headers: { "content-type": "application/x-www-form-urlencoded" },
+            body: new URLSearchParams({
+              grant_type: "authorization_code",
+              code: back.searchParams.get("code") ?? "",
+              redirect_uri: redirectUri,
+              client_id: registration.client_id,
+              code_verifier: verifier,
+              resource
+            }).toString()
+          })
+          const body = (await response.json()) as { access_token?: string }
+          if (!body.access_token) throw new Error(`no token: ${JSON.stringify(body)}`)
+          return body.access_token
+        })
+      })
+
+    const client: Stack["client"] = (bearer) =>
+      Effect.acquireRelease(
+        Effect.promise(async () => {
+          const c = new Client({ name: "cairn-tests", version: "1.0.0" })
+          await c.connect(
+            new StreamableHTTPClientTransport(new URL(`${base}/mcp`), {
+              requestInit: { headers: { authorization: `Bearer ${bearer}` } }
+            })
+          )
+          return c
+        }),
+        (c) => Effect.promise(() => c.close())
+      )
+
+    const stack: Stack = { base, issuer, mcpUrl: `${base}/mcp`, dataDir, token, client }
+    return stack
+  })
+
+/** A raw JSON-RPC POST to the endpoint, returning status, headers and parsed body. */
+export const post = (
+  url: string,
+  body: unknown,
+  headers: Record<string, string> = {}
+) =>
+  Effect.promise(async () => {
+    const response = await fetch(url, {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: "application/json, text/event-stream",
+        ...headers
+      },
+      body: JSON.stringify(body)
+    })
+    const text = await response.text()
+    let json: any = undefined
+    try {
+      json = JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: response.status, headers: response.headers, text, json }
+  })
+
+export const initialize = {
+  jsonrpc: "2.0",
+  id: 1,
+  method: "initialize",
+  params: { protocolVersion: "2025-11-25", capabilities: {}, clientInfo: { name: "raw", version: "1" } }
+}
