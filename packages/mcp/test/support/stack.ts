@@ -37,6 +37,8 @@ export interface Who {
 }
 
 export interface Stack {
+  /** The port the server binds (the base URL may name a proxy in front of it). */
+  readonly port: number
   readonly base: string
   readonly issuer: string
   readonly mcpUrl: string
@@ -186,7 +188,7 @@ export const startStack = (options: StackOptions = {}) =>
         (c) => Effect.promise(() => c.close())
       )
 
-    const stack: Stack = { base, issuer, mcpUrl: `${base}/mcp`, dataDir, token, client }
+    const stack: Stack = { port, base, issuer, mcpUrl: `${base}/mcp`, dataDir, token, client }
     return stack
   })
 
