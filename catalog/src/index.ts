@@ -1,2 +1,3 @@
 export * from "./tracker.js"
 export * from "./synthetic.js"
+export * from "./policy.js"
