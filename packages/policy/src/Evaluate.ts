@@ -1,14 +1,17 @@
 /**
- * In-memory evaluation of a `ScopeFilter` over one record, for sync's change filtering
- * and as the oracle of the SQL scope compiler. It follows SQLite's semantics for the SQL
+ * In-memory evaluation of a `ScopeFilter` over one record (and of a `MutationRule` over
+ * one invocation), for sync's change filtering, a writer's mutation guard, and as the
+ * oracle of the SQL scope compiler. It follows SQLite's semantics for the SQL
  * a filter naturally compiles to: three-valued logic (a comparison with NULL is
  * unknown, and an unknown row does not qualify), cross-type ordering numbers < text,
  * text compared bytewise as UTF-8, booleans as 0/1, and case-sensitive
  * `startsWith`/`contains`.
  */
-import { type Catalog, RowScope } from "@cairn/catalog"
+import { Effect } from "effect"
+import type { Catalog, RowScope } from "@cairn/catalog"
 import type { Scalar } from "@cairn/domain"
 import { resolvePath } from "./internal/paths.js"
+import type { MutationRule } from "./MutationRule.js"
 
 /** A record in its plain JSON form: `id` plus fields; an absent optional field is null. */
 export type RecordValue = Readonly<Record<string, unknown>>
@@ -18,6 +21,9 @@ export type RecordValue = Readonly<Record<string, unknown>>
  * `exists` read through it; it sees every row, since policy filters are trusted.
  */
 export type Lookup = (entity: string, field: string, value: Scalar) => ReadonlyArray<RecordValue>
+
+/** `Lookup` as an Effect, for callers that read inside a transaction. */
+export type LookupEffect<E, R> = (entity: string, field: string, value: Scalar) => Effect.Effect<ReadonlyArray<RecordValue>, E, R>
 
 type Truth = boolean | null
 
@@ -34,25 +40,34 @@ const order = (a: string | number, b: string | number): number => {
 
 const not3 = (t: Truth): Truth => (t === null ? null : !t)
 
-const valueAt = (catalog: Catalog, entity: string, path: ReadonlyArray<string>, record: RecordValue, lookup: Lookup): unknown => {
+/** One lookup the evaluation needs; the driver answers it synchronously or as an Effect. */
+interface Need {
+  readonly entity: string
+  readonly field: string
+  readonly value: Scalar
+}
+type Eval<A> = Generator<Need, A, ReadonlyArray<RecordValue>>
+
+function* valueAt(catalog: Catalog, entity: string, path: ReadonlyArray<string>, record: RecordValue): Eval<unknown> {
   const resolved = resolvePath(catalog, entity, path)
+  // Scope filters come from compiled policy, whose paths were checked against this catalog.
   if (typeof resolved === "string") throw new Error(`scope filter over ${entity}: ${resolved}`)
   let current: RecordValue | undefined = record
   for (const hop of resolved.hops) {
     const id: unknown = current[hop.via]
     if (typeof id !== "string") return null
-    current = lookup(hop.target, "id", id)[0]
+    current = (yield { entity: hop.target, field: "id", value: id })[0]
     if (current === undefined) return null
   }
   return current[resolved.field.name]
 }
 
-const evaluate3 = (catalog: Catalog, entity: string, filter: RowScope.ScopeFilter, record: RecordValue, lookup: Lookup): Truth => {
+function* evaluate3(catalog: Catalog, entity: string, filter: RowScope.ScopeFilter, record: RecordValue): Eval<Truth> {
   switch (filter.op) {
     case "and": {
       let result: Truth = true
       for (const f of filter.filters) {
-        const t = evaluate3(catalog, entity, f, record, lookup)
+        const t = yield* evaluate3(catalog, entity, f, record)
         if (t === false) return false
         if (t === null) result = null
       }
@@ -61,37 +76,39 @@ const evaluate3 = (catalog: Catalog, entity: string, filter: RowScope.ScopeFilte
     case "or": {
       let result: Truth = false
       for (const f of filter.filters) {
-        const t = evaluate3(catalog, entity, f, record, lookup)
+        const t = yield* evaluate3(catalog, entity, f, record)
         if (t === true) return true
         if (t === null) result = null
       }
       return result
     }
     case "not":
-      return not3(evaluate3(catalog, entity, filter.filter, record, lookup))
+      return not3(yield* evaluate3(catalog, entity, filter.filter, record))
     case "isNull":
-      return normalize(valueAt(catalog, entity, filter.path, record, lookup)) === null
+      return normalize(yield* valueAt(catalog, entity, filter.path, record)) === null
     case "exists": {
-      const raw = valueAt(catalog, entity, filter.path, record, lookup)
+      const raw = yield* valueAt(catalog, entity, filter.path, record)
       const outer = normalize(raw)
       if (outer === null) return false
-      const where = filter.where
-      return lookup(filter.entity, filter.field, raw as Scalar).some(
-        (row) => normalize(row[filter.field]) === outer && (where === undefined || evaluate3(catalog, filter.entity, where, row, lookup) === true)
-      )
+      const rows = yield { entity: filter.entity, field: filter.field, value: raw as Scalar }
+      for (const row of rows) {
+        if (normalize(row[filter.field]) !== outer) continue
+        if (filter.where === undefined || (yield* evaluate3(catalog, filter.entity, filter.where, row)) === true) return true
+      }
+      return false
     }
     case "in":
     case "notIn": {
       // SQLite: `x IN ()` is false and `x NOT IN ()` true, even when x is NULL.
       if (filter.value.length === 0) return filter.op === "notIn"
-      const v = normalize(valueAt(catalog, entity, filter.path, record, lookup))
+      const v = normalize(yield* valueAt(catalog, entity, filter.path, record))
       if (v === null) return null
       const values = filter.value.map(normalize)
       const found: Truth = values.some((w) => w !== null && order(v, w) === 0) ? true : values.includes(null) ? null : false
       return filter.op === "in" ? found : not3(found)
     }
     default: {
-      const v = normalize(valueAt(catalog, entity, filter.path, record, lookup))
+      const v = normalize(yield* valueAt(catalog, entity, filter.path, record))
       const w = normalize(filter.value)
       if (v === null || w === null) return null
       switch (filter.op) {
@@ -116,6 +133,42 @@ const evaluate3 = (catalog: Catalog, entity: string, filter: RowScope.ScopeFilte
   }
 }
 
+const runSync = <A>(gen: Eval<A>, lookup: Lookup): A => {
+  let step = gen.next()
+  while (!step.done) step = gen.next(lookup(step.value.entity, step.value.field, step.value.value))
+  return step.value
+}
+
+const runEffect = <A, E, R>(gen: Eval<A>, lookup: LookupEffect<E, R>): Effect.Effect<A, E, R> =>
+  Effect.suspend(() => {
+    const loop = (step: IteratorResult<Need, A>): Effect.Effect<A, E, R> =>
+      step.done
+        ? Effect.succeed(step.value)
+        : Effect.flatMap(lookup(step.value.entity, step.value.field, step.value.value), (rows) => loop(gen.next(rows)))
+    return loop(gen.next())
+  })
+
+function* scopeGen(catalog: Catalog, entity: string, scope: RowScope.RowScope, record: RecordValue): Eval<boolean> {
+  if (scope._tag !== "Where") return scope._tag === "All"
+  return (yield* evaluate3(catalog, entity, scope.filter, record)) === true
+}
+
+function* permitsGen(catalog: Catalog, owner: string, rule: MutationRule, request: MutationRequest): Eval<boolean> {
+  if (rule._tag === "Deny") return false
+  if (rule.target !== undefined) {
+    if (request.target === undefined || !(yield* scopeGen(catalog, owner, rule.target, request.target))) return false
+  }
+  const input = (typeof request.input === "object" && request.input !== null ? request.input : {}) as RecordValue
+  for (const reference of rule.references) {
+    const id = input[reference.inputField]
+    if (id === undefined || id === null) continue
+    if (typeof id !== "string") return false
+    const row = (yield { entity: reference.entity, field: "id", value: id })[0]
+    if (row === undefined || !(yield* scopeGen(catalog, reference.entity, reference.scope, row))) return false
+  }
+  return true
+}
+
 /** Whether `record` of `entity` satisfies `filter` (unknown counts as not). */
 export const evaluate = (
   catalog: Catalog,
@@ -123,13 +176,39 @@ export const evaluate = (
   filter: RowScope.ScopeFilter,
   record: RecordValue,
   lookup: Lookup
-): boolean => evaluate3(catalog, entity, filter, record, lookup) === true
+): boolean => runSync(evaluate3(catalog, entity, filter, record), lookup) === true
 
 /** Whether `record` of `entity` lies in `scope`. */
-export const inScope = (
+export const inScope = (catalog: Catalog, entity: string, scope: RowScope.RowScope, record: RecordValue, lookup: Lookup): boolean =>
+  runSync(scopeGen(catalog, entity, scope, record), lookup)
+
+/** `inScope` over an effectful lookup, e.g. the writer's transaction reads. */
+export const inScopeEffect = <E, R>(
   catalog: Catalog,
   entity: string,
   scope: RowScope.RowScope,
   record: RecordValue,
-  lookup: Lookup
-): boolean => (scope._tag === "All" ? true : scope._tag === "None" ? false : evaluate(catalog, entity, scope.filter, record, lookup))
+  lookup: LookupEffect<E, R>
+): Effect.Effect<boolean, E, R> => runEffect(scopeGen(catalog, entity, scope, record), lookup)
+
+/** The target (as stored) and input of one invocation, as a mutation rule checks them. */
+export interface MutationRequest {
+  readonly target?: RecordValue
+  readonly input: unknown
+}
+
+/**
+ * Whether a mutation rule permits an invocation of an operation owned by `owner`: not
+ * denied, the target in its scope, and every id the input holds in its reference's scope.
+ */
+export const permits = (catalog: Catalog, owner: string, rule: MutationRule, request: MutationRequest, lookup: Lookup): boolean =>
+  runSync(permitsGen(catalog, owner, rule, request), lookup)
+
+/** `permits` over an effectful lookup: what a writer's mutation guard calls inside its transaction. */
+export const permitsEffect = <E, R>(
+  catalog: Catalog,
+  owner: string,
+  rule: MutationRule,
+  request: MutationRequest,
+  lookup: LookupEffect<E, R>
+): Effect.Effect<boolean, E, R> => runEffect(permitsGen(catalog, owner, rule, request), lookup)

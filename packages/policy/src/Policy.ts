@@ -8,7 +8,7 @@ import { Effect, type Schema, SchemaAST as AST } from "effect"
 import { type Catalog, type Entity, type Operation, digest, RowScope, View } from "@cairn/catalog"
 import type { OperationRef, Principal } from "@cairn/domain"
 import { checkRule } from "./internal/check.js"
-import { both, Missing, type Resolved, resolve, toRowScope } from "./internal/resolve.js"
+import { both, type Resolved, resolve, toRowScope } from "./internal/resolve.js"
 import * as MutationRule from "./MutationRule.js"
 import { PolicyError } from "./PolicyError.js"
 import { always, type Condition, type Rule } from "./Rule.js"
@@ -192,7 +192,7 @@ export class CompiledPolicy {
     let target: RowScope.RowScope | undefined
     if (op.targeted) {
       const t = both(d.read(op.owner), d.over(op.owner, op.target))
-      if (t === false || t === Missing) return MutationRule.deny
+      if (t === false) return MutationRule.deny
       target = toRowScope(t)
     }
     const references = op.references.map((r) => ({

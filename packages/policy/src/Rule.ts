@@ -46,7 +46,10 @@ export const principal = {
   subject: { _tag: "PrincipalValue", ref: "subject" } as PrincipalValue,
   roles: { _tag: "PrincipalList", ref: "roles" } as PrincipalList,
   scopes: { _tag: "PrincipalList", ref: "scopes" } as PrincipalList,
-  /** A scalar claim of the token; a rule using a claim the token lacks grants nothing. */
+  /**
+   * A scalar claim of the token. A comparison with a claim the token lacks (or holds
+   * with a type the field cannot store) never grants: false, or true under `not`.
+   */
   claim: (name: string): PrincipalValue => ({ _tag: "PrincipalValue", ref: "claim", name }),
   /** A claim holding a list of scalars (a scalar claim counts as a one-element list). */
   claimList: (name: string): PrincipalList => ({ _tag: "PrincipalList", ref: "claim", name })

@@ -11,13 +11,10 @@ import { type FieldType, resolvePath } from "./paths.js"
 
 type ScopeFilter = RowScope.ScopeFilter
 
-/**
- * A rule that refers to a claim the token lacks (or holds with the wrong type) grants
- * nothing at all: the whole rule resolves to `Missing`, which callers treat as `false`.
- * Folding the claim into one comparison instead would let `not` turn it into a grant.
- */
-export const Missing: unique symbol = Symbol("Missing")
-export type Resolved = boolean | ScopeFilter | typeof Missing
+/** A claim the token lacks, or holds with a type the compared field cannot store. */
+const Missing: unique symbol = Symbol("Missing")
+
+export type Resolved = boolean | ScopeFilter
 
 const scalarClaim = (principal: Principal, name: string): Scalar | typeof Missing => {
   const v = principal.claims[name]
@@ -44,8 +41,20 @@ const hasClaim = (principal: Principal, name: string, value: unknown): boolean =
   return Array.isArray(v) ? v.includes(value) : v === value
 }
 
-/** Resolves `rule` for `principal` over rows of `entity` (undefined: principal-only). */
-export const resolve = (catalog: Catalog, principal: Principal, entity: string | undefined, rule: Rule): Resolved => {
+/**
+ * Resolves `rule` for `principal` over rows of `entity` (undefined: principal-only).
+ * A comparison with a missing claim can never grant: it folds to `false` where it
+ * appears positively and to `true` under an odd number of `not`s (`positive` tracks
+ * which), so the rule grants the least it could, whatever the claim's value would be.
+ */
+export const resolve = (
+  catalog: Catalog,
+  principal: Principal,
+  entity: string | undefined,
+  rule: Rule,
+  positive = true
+): Resolved => {
+  const unknown = !positive
   const fieldAt = (path: ReadonlyArray<string>): FieldType => {
     // Checked at compile time, so the path resolves.
     const resolved = resolvePath(catalog, entity!, path)
@@ -67,8 +76,7 @@ export const resolve = (catalog: Catalog, principal: Principal, entity: string |
       const absorbing = rule.op === "or"
       const kept: Array<ScopeFilter> = []
       for (const f of rule.filters) {
-        const r = resolve(catalog, principal, entity, f)
-        if (r === Missing) return Missing
+        const r = resolve(catalog, principal, entity, f, positive)
         if (r === absorbing) return absorbing
         if (r !== !absorbing) kept.push(r as ScopeFilter)
       }
@@ -76,15 +84,15 @@ export const resolve = (catalog: Catalog, principal: Principal, entity: string |
       return kept.length === 1 ? kept[0]! : { op: rule.op, filters: kept }
     }
     case "not": {
-      const r = resolve(catalog, principal, entity, rule.filter)
-      return r === Missing ? Missing : typeof r === "boolean" ? !r : { op: "not", filter: r }
+      const r = resolve(catalog, principal, entity, rule.filter, !positive)
+      return typeof r === "boolean" ? !r : { op: "not", filter: r }
     }
     case "isNull":
       return { op: "isNull", path: rule.path }
     case "exists": {
       if (rule.where === undefined) return { op: "exists", entity: rule.entity, field: rule.field, path: rule.path }
-      const where = resolve(catalog, principal, rule.entity, rule.where)
-      if (where === Missing || where === false) return where
+      const where = resolve(catalog, principal, rule.entity, rule.where, positive)
+      if (where === false) return false
       return where === true
         ? { op: "exists", entity: rule.entity, field: rule.field, path: rule.path }
         : { op: "exists", entity: rule.entity, field: rule.field, path: rule.path, where }
@@ -98,28 +106,27 @@ export const resolve = (catalog: Catalog, principal: Principal, entity: string |
         const out: Array<Scalar> = []
         for (const v of rule.value as ReadonlyArray<Scalar | PrincipalValue>) {
           const s = isPrincipalValue(v) ? principalValue(principal, v, field) : v
-          if (s === Missing) return Missing
+          if (s === Missing) return unknown
           out.push(s)
         }
         values = out
       }
-      return values === Missing ? Missing : { op: rule.op, path: rule.path, value: values }
+      return values === Missing ? unknown : { op: rule.op, path: rule.path, value: values }
     }
     default: {
       if (!isPrincipalValue(rule.value)) return { op: rule.op, path: rule.path, value: rule.value }
       const v = principalValue(principal, rule.value, fieldAt(rule.path))
-      return v === Missing ? Missing : { op: rule.op, path: rule.path, value: v }
+      return v === Missing ? unknown : { op: rule.op, path: rule.path, value: v }
     }
   }
 }
 
-/** The row scope a resolved rule grants; `Missing` grants nothing. */
+/** The row scope a resolved rule grants. */
 export const toRowScope = (r: Resolved): RowScope.RowScope =>
-  r === true ? RowScope.all : r === false || r === Missing ? RowScope.none : RowScope.where(r)
+  r === true ? RowScope.all : r === false ? RowScope.none : RowScope.where(r)
 
 /** Conjunction of two resolved rules, folding constants. */
 export const both = (a: Resolved, b: Resolved): Resolved => {
-  if (a === Missing || b === Missing) return Missing
   if (a === false || b === false) return false
   if (a === true) return b
   if (b === true) return a
