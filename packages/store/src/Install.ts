@@ -1,0 +1,143 @@
+/**
+ * Installs the compiled catalog into a database file, or validates it against the
+ * installed one before any data is touched. Additive changes (a new entity, a new
+ * nullable field, a new or dropped index) are applied; anything that would
+ * reinterpret stored rows (a removed entity or field, a changed column type,
+ * nullability or set of allowed values, a new required field) fails activation and
+ * needs an explicit migration.
+ */
+import type { SqlClient } from "@effect/sql"
+import { Data, Effect } from "effect"
+import { canonicalJson, type Catalog } from "@cairn/catalog"
+import * as Layout from "./Layout.js"
+import { ddl, installTable } from "./Log.js"
+
+/** Operator-facing: the deployment's catalog cannot be installed over this database. */
+export class IncompatibleCatalog extends Data.TaggedError("IncompatibleCatalog")<{
+  readonly databaseId: string
+  readonly problems: ReadonlyArray<string>
+}> {
+  override get message(): string {
+    return `The catalog is incompatible with the data of database ${this.databaseId}; nothing was changed. An explicit migration is needed:\n- ${this.problems.join("\n- ")}`
+  }
+}
+
+interface StoredField {
+  readonly name: string
+  readonly column: string
+  readonly nullable: boolean
+  readonly literals?: ReadonlyArray<string | number | boolean>
+}
+interface StoredEntity {
+  readonly name: string
+  readonly fields: ReadonlyArray<StoredField>
+  readonly indexes: ReadonlyArray<{ readonly name: string; readonly fields: ReadonlyArray<string> }>
+}
+/** What the file's tables mean: enough to judge whether a catalog reinterprets them. */
+export interface Representation {
+  readonly entities: ReadonlyArray<StoredEntity>
+}
+
+export const representationOf = (catalog: Catalog): Representation => ({
+  entities: catalog.entities.map((e) => ({
+    name: e.name,
+    fields: e.fields.map((f) => ({
+      name: f.name,
+      column: f.column,
+      nullable: f.nullable,
+      ...(f.literals ? { literals: f.literals } : {})
+    })),
+    indexes: e.indexes.map((ix) => ({ name: ix.name, fields: ix.fields }))
+  }))
+})
+
+export interface Plan {
+  readonly problems: ReadonlyArray<string>
+  readonly statements: ReadonlyArray<string>
+}
+
+/** Compares the installed representation with the catalog's: incompatibilities, or the DDL to apply. */
+export const plan = (installed: Representation, catalog: Catalog): Plan => {
+  const problems: Array<string> = []
+  const statements: Array<string> = []
+  const sameLiterals = (a?: ReadonlyArray<unknown>, b?: ReadonlyArray<unknown>) =>
+    canonicalJson([...(a ?? [])].sort()) === canonicalJson([...(b ?? [])].sort())
+  for (const old of installed.entities) {
+    const entity = catalog.entity(old.name)
+    if (!entity) {
+      problems.push(`entity "${old.name}" was removed, but its table holds data`)
+      continue
+    }
+    for (const was of old.fields) {
+      const now = entity.field(was.name)
+      if (!now) problems.push(`field "${old.name}.${was.name}" was removed`)
+      else if (now.column !== was.column) problems.push(`field "${old.name}.${was.name}" changed its stored type from ${was.column} to ${now.column}`)
+      else if (now.nullable !== was.nullable)
+        problems.push(`field "${old.name}.${was.name}" changed from ${was.nullable ? "optional" : "required"} to ${now.nullable ? "optional" : "required"}`)
+      else if (!sameLiterals(was.literals, now.literals)) problems.push(`field "${old.name}.${was.name}" changed its allowed values`)
+    }
+    for (const field of entity.fields) {
+      if (old.fields.some((f) => f.name === field.name)) continue
+      if (!field.nullable) problems.push(`field "${old.name}.${field.name}" is new and required; existing rows have no value`)
+      else statements.push(`ALTER TABLE ${Layout.tableName(entity)} ADD COLUMN ${Layout.columnDefinition(field)}`)
+    }
+    for (const ix of old.indexes) {
+      if (!entity.indexes.some((n) => n.name === ix.name)) statements.push(`DROP INDEX IF EXISTS ${Layout.quote(ix.name)}`)
+    }
+    // Creating the table is a no-op; this adds the indexes it lacks.
+    statements.push(...Layout.entityDdl(entity))
+  }
+  for (const entity of catalog.entities) {
+    if (!installed.entities.some((e) => e.name === entity.name)) statements.push(...Layout.entityDdl(entity))
+  }
+  return { problems, statements }
+}
+
+/**
+ * Creates the internal tables and installs or validates the catalog in one
+ * transaction on the write connection. Fails with `IncompatibleCatalog` (rolled back,
+ * nothing changed) when the catalog would reinterpret stored data.
+ */
+export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: string, now: string) =>
+  Effect.gen(function* () {
+    yield* sql.unsafe("BEGIN IMMEDIATE")
+    const body = Effect.gen(function* () {
+      for (const statement of ddl) yield* sql.unsafe(statement)
+      const rows = yield* sql.unsafe<{ readonly root: string; readonly catalog_token: string; readonly representation: string }>(
+        `SELECT root, catalog_token, representation FROM ${installTable} WHERE id = 1`
+      )
+      const representation = representationOf(catalog)
+      const current = rows[0]
+      if (!current) {
+        for (const statement of Layout.catalogDdl(catalog)) yield* sql.unsafe(statement)
+        yield* sql.unsafe(
+          `INSERT INTO ${installTable} (id, root, catalog_token, fingerprint, representation, installed_at, updated_at) VALUES (1, ?, ?, ?, ?, ?, ?)`,
+          [catalog.name, catalog.token, catalog.fingerprint, canonicalJson(representation), now, now]
+        )
+        return "installed" as const
+      }
+      if (current.root !== catalog.name) {
+        return yield* new IncompatibleCatalog({
+          databaseId,
+          problems: [`the database holds root schema "${current.root}", the deployment serves "${catalog.name}"`]
+        })
+      }
+      if (current.representation === canonicalJson(representation)) {
+        if (current.catalog_token === catalog.token) return "unchanged" as const
+      } else {
+        const { problems, statements } = plan(JSON.parse(current.representation) as Representation, catalog)
+        if (problems.length > 0) return yield* new IncompatibleCatalog({ databaseId, problems })
+        for (const statement of statements) yield* sql.unsafe(statement)
+      }
+      yield* sql.unsafe(
+        `UPDATE ${installTable} SET catalog_token = ?, fingerprint = ?, representation = ?, updated_at = ? WHERE id = 1`,
+        [catalog.token, catalog.fingerprint, canonicalJson(representation), now]
+      )
+      return "updated" as const
+    })
+    return yield* Effect.gen(function* () {
+      const outcome = yield* body
+      yield* sql.unsafe("COMMIT")
+      return outcome
+    }).pipe(Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))))
+  })

@@ -1,0 +1,100 @@
+/**
+ * The internal tables of a database file: `_cairn_commits`, the authoritative log
+ * (one row per committed invocation, positions 1, 2, 3… without gaps), `_cairn_receipts`
+ * (every decided intent by invocation id) and `_cairn_install` (the catalog installed).
+ */
+import type { SqlClient } from "@effect/sql"
+import { Effect } from "effect"
+
+export const commitsTable = "_cairn_commits"
+export const receiptsTable = "_cairn_receipts"
+export const installTable = "_cairn_install"
+
+/**
+ * One row-level change of a commit. `before`/`after` are the full stored records as
+ * `Layout.decodeRecord` gives them; `null` when the row did not / does not exist.
+ * Several writes to one row in one invocation are folded into one change.
+ */
+export interface Change {
+  readonly entity: string
+  readonly id: string
+  readonly before: Readonly<Record<string, unknown>> | null
+  readonly after: Readonly<Record<string, unknown>> | null
+}
+
+/** A `_cairn_commits` row, as sync reads it. */
+export interface Commit {
+  readonly position: number
+  readonly invocationId: string
+  /** `Owner.name` of the operation. */
+  readonly operation: string
+  readonly targetEntity: string | null
+  readonly targetId: string | null
+  readonly changes: ReadonlyArray<Change>
+  readonly committedAt: string
+}
+
+export const ddl: ReadonlyArray<string> = [
+  `CREATE TABLE IF NOT EXISTS ${installTable} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    root TEXT NOT NULL,
+    catalog_token TEXT NOT NULL,
+    fingerprint TEXT NOT NULL,
+    representation TEXT NOT NULL,
+    installed_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+  ) STRICT`,
+  `CREATE TABLE IF NOT EXISTS ${commitsTable} (
+    position INTEGER PRIMARY KEY,
+    invocation_id TEXT NOT NULL UNIQUE,
+    operation TEXT NOT NULL,
+    target_entity TEXT,
+    target_id TEXT,
+    intent TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    receipt TEXT NOT NULL,
+    changes TEXT NOT NULL,
+    committed_at TEXT NOT NULL
+  ) STRICT`,
+  `CREATE TABLE IF NOT EXISTS ${receiptsTable} (
+    invocation_id TEXT PRIMARY KEY NOT NULL,
+    intent TEXT NOT NULL,
+    outcome TEXT NOT NULL CHECK (outcome IN ('committed', 'rejected')),
+    position INTEGER NOT NULL,
+    receipt TEXT NOT NULL
+  ) STRICT, WITHOUT ROWID`
+]
+
+/** The last committed position (0 when nothing is committed). */
+export const lastPosition = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly p: number }>(`SELECT coalesce(max(position), 0) AS p FROM ${commitsTable}`),
+    (rows) => Number(rows[0]?.p ?? 0)
+  )
+
+/** Commits after `position`, in order, at most `limit`. */
+export const commitsAfter = (sql: SqlClient.SqlClient, position: number, limit: number) =>
+  Effect.map(
+    sql.unsafe<{
+      readonly position: number
+      readonly invocation_id: string
+      readonly operation: string
+      readonly target_entity: string | null
+      readonly target_id: string | null
+      readonly changes: string
+      readonly committed_at: string
+    }>(
+      `SELECT position, invocation_id, operation, target_entity, target_id, changes, committed_at FROM ${commitsTable} WHERE position > ? ORDER BY position LIMIT ?`,
+      [position, limit]
+    ),
+    (rows): ReadonlyArray<Commit> =>
+      rows.map((r) => ({
+        position: Number(r.position),
+        invocationId: r.invocation_id,
+        operation: r.operation,
+        targetEntity: r.target_entity,
+        targetId: r.target_id,
+        changes: JSON.parse(r.changes) as ReadonlyArray<Change>,
+        committedAt: r.committed_at
+      }))
+  )

@@ -1,0 +1,30 @@
+/**
+ * The authorization hook of the writer: called inside the transaction before the
+ * handler, with read access to the data. Allows everything until policy provides one.
+ */
+import { Context, Effect } from "effect"
+import type { CompiledOperation } from "@cairn/catalog"
+import type { Inaccessible, OperationRejected, Principal } from "@cairn/domain"
+import type { TxRead } from "./Tx.js"
+
+export interface MutationCheck {
+  readonly principal: Principal
+  readonly operation: CompiledOperation
+  /** The target record as stored (`Layout.decodeRecord`), for targeted operations. */
+  readonly target?: Readonly<Record<string, unknown>>
+  /** The decoded input. */
+  readonly input: unknown
+  readonly tx: TxRead
+}
+
+export interface MutationGuardShape {
+  /**
+   * `Inaccessible`: answered as is, nothing stored (the same as a missing target).
+   * `OperationRejected`: stored as a rejected receipt with its message as the reason.
+   */
+  readonly check: (check: MutationCheck) => Effect.Effect<void, Inaccessible | OperationRejected>
+}
+
+export class MutationGuard extends Context.Reference<MutationGuard>()("@cairn/store/MutationGuard", {
+  defaultValue: (): MutationGuardShape => ({ check: () => Effect.void })
+}) {}

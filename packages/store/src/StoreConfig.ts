@@ -1,0 +1,50 @@
+/**
+ * Operator settings of the store: where database files live, how durable a commit is,
+ * how many databases stay open, and the writer's queue and group-commit limits.
+ */
+import { Config, Context, Duration, Layer } from "effect"
+
+export type Synchronous = "OFF" | "NORMAL" | "FULL" | "EXTRA"
+
+export interface StoreConfigShape {
+  /** Directory under which `databases/<digest>.sqlite` files are kept. */
+  readonly dataDir: string
+  /** SQLite `synchronous` for every writer connection; FULL makes each commit durable on power loss. */
+  readonly synchronous: Synchronous
+  /** Open databases kept before the least recently used idle one is closed. */
+  readonly maxOpenDatabases: number
+  /** An unused database is closed after this long. */
+  readonly idleTimeout: Duration.Duration
+  /** Queued invocations per database; past it `mutate` fails fast with `Overloaded`. */
+  readonly writerQueueLimit: number
+  /** Most invocations one group-commit transaction takes. */
+  readonly groupCommitMaxBatch: number
+}
+
+export const storeDefaults = {
+  synchronous: "FULL",
+  maxOpenDatabases: 64,
+  idleTimeout: Duration.minutes(5),
+  writerQueueLimit: 1024,
+  groupCommitMaxBatch: 256
+} as const satisfies Omit<StoreConfigShape, "dataDir">
+
+const positive = (name: string) =>
+  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }))
+
+export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
+  dataDir: Config.string("CAIRN_DATA_DIR").pipe(Config.withDefault("./.cairn")),
+  synchronous: Config.literal("OFF", "NORMAL", "FULL", "EXTRA")("CAIRN_SQLITE_SYNCHRONOUS").pipe(
+    Config.withDefault(storeDefaults.synchronous)
+  ),
+  maxOpenDatabases: positive("CAIRN_MAX_OPEN_DATABASES").pipe(Config.withDefault(storeDefaults.maxOpenDatabases)),
+  idleTimeout: Config.duration("CAIRN_DATABASE_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.idleTimeout)),
+  writerQueueLimit: positive("CAIRN_WRITER_QUEUE_LIMIT").pipe(Config.withDefault(storeDefaults.writerQueueLimit)),
+  groupCommitMaxBatch: positive("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch))
+})
+
+export class StoreConfig extends Context.Tag("@cairn/store/StoreConfig")<StoreConfig, StoreConfigShape>() {
+  static readonly layerConfig = Layer.effect(StoreConfig, storeConfig)
+  static readonly layer = (options: Partial<StoreConfigShape> & { readonly dataDir: string }) =>
+    Layer.succeed(StoreConfig, { ...storeDefaults, ...options })
+}

@@ -1,0 +1,310 @@
+/**
+ * The single writer of one database: one bounded queue, one fiber draining it in
+ * groups into one transaction (group commit), each invocation in its own savepoint,
+ * its receipt and commit row in the same transaction as its effects.
+ */
+import type { SqlClient } from "@effect/sql"
+import {
+  Cause,
+  Chunk,
+  Clock,
+  Deferred,
+  Effect,
+  Exit,
+  FiberRef,
+  HashMap,
+  Metric,
+  MetricBoundaries,
+  Option,
+  Queue,
+  Schema,
+  type Scope
+} from "effect"
+import {
+  Inaccessible,
+  InternalError,
+  type InvocationConflict,
+  OperationRejected,
+  Overloaded,
+  type Principal,
+  type Receipt,
+  type Target
+} from "@cairn/domain"
+import type { CompiledOperation } from "@cairn/catalog"
+import { Rejection } from "./Handler.js"
+import { ChangeSet, makeTx, statementsFor } from "./internal/tx.js"
+import * as Receipts from "./internal/receipts.js"
+import { commitsTable, lastPosition, receiptsTable } from "./Log.js"
+import type { MutationGuardShape } from "./MutationGuard.js"
+import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
+import * as Position from "./Position.js"
+
+/** One validated mutation intent, ready for the writer. */
+export interface Invocation {
+  readonly invocationId: string
+  readonly operation: CompiledOperation
+  readonly target: Target | undefined
+  /** Decoded with the operation's input schema. */
+  readonly input: unknown
+  /** Digest of (principal subject, operation, target, canonical input). */
+  readonly intent: string
+  readonly principal: Principal
+  readonly catalogToken: string
+}
+
+export type SubmitError = Inaccessible | OperationRejected | InvocationConflict | Overloaded
+
+export interface Writer {
+  /**
+   * Decides one invocation and answers once its group is durably committed. Replays
+   * return the stored receipt; a full queue fails fast with `Overloaded` (nothing
+   * applied); a handler defect dies with `InternalError` (rolled back, nothing stored).
+   */
+  readonly submit: (invocation: Invocation) => Effect.Effect<Receipt, SubmitError>
+  /** The last committed position. */
+  readonly position: Effect.Effect<number>
+  /** Invocations waiting in the queue (not counting the group being committed). */
+  readonly queued: Effect.Effect<number>
+}
+
+export interface WriterOptions {
+  /** Opaque database id, for logs only. */
+  readonly databaseId: string
+  /** The one write connection of the file. */
+  readonly sql: SqlClient.SqlClient
+  readonly operations: OperationCatalogShape
+  readonly guard: MutationGuardShape
+  readonly queueLimit: number
+  readonly maxBatch: number
+}
+
+export const mutationsTotal = Metric.counter("cairn_mutations_total", {
+  description: "Mutation answers by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded"
+})
+export const groupSize = Metric.histogram(
+  "cairn_writer_group_size",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 10 }),
+  "Invocations per group-commit transaction"
+)
+
+export const countOutcome = (outcome: string, n = 1) => Metric.incrementBy(Metric.tagged(mutationsTotal, "outcome", outcome), n)
+
+export const overloaded = () =>
+  new Overloaded({ message: "The database is busy; nothing was applied. Retry the same request shortly.", retryAfterSeconds: 1 })
+
+/** The public answer for a target that is absent or hidden: the same words either way. */
+export const targetInaccessible = (entity: string) =>
+  new Inaccessible({ message: `No accessible ${entity} has this id. Use an id returned by a query or a create operation.` })
+
+interface Item {
+  readonly invocation: Invocation
+  readonly deferred: Deferred.Deferred<Receipt, SubmitError>
+}
+
+/** A commit row, as bound into the batch insert. */
+type CommitRow = readonly [number, string, string, string | null, string | null, string, string, string, string, string]
+/** A receipt row, as bound into the batch insert. */
+type ReceiptRow = readonly [string, string, "committed" | "rejected", number, string]
+
+const insertCommits = `INSERT INTO ${commitsTable}
+  (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at)
+  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
+  FROM json_each(?)`
+const insertReceipts = `INSERT INTO ${receiptsTable} (invocation_id, intent, outcome, position, receipt)
+  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)`
+
+const correlationId = () => crypto.randomUUID()
+
+/** Builds the writer of one database; it stops (finishing its current group) with the scope. */
+export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope.Scope> =>
+  Effect.gen(function* () {
+    const { sql, operations, guard, databaseId } = options
+    const catalog = operations.catalog
+    const statements = statementsFor(catalog)
+    let committed = yield* Effect.orDie(lastPosition(sql))
+    let closed = false
+    const queue = yield* Queue.dropping<Item>(options.queueLimit)
+
+    const defect = (cause: Cause.Cause<unknown>, message: string, operation?: CompiledOperation) =>
+      Effect.gen(function* () {
+        const id = correlationId()
+        yield* Effect.logError(message, cause).pipe(
+          Effect.annotateLogs({ correlationId: id, database: databaseId, ...(operation ? { operation: operationKey(operation) } : {}) })
+        )
+        return InternalError.withReference(id)
+      })
+
+    /** Guard, handler and output of one invocation, inside its savepoint. */
+    const attempt = (invocation: Invocation, changes: ChangeSet, now: string) =>
+      Effect.gen(function* () {
+        const op = invocation.operation
+        const tx = makeTx(sql, statements, changes)
+        let stored: Readonly<Record<string, unknown>> | undefined
+        let target: Record<string, unknown> | undefined
+        if (op.targeted) {
+          const found = yield* tx.getStored(op.owner, invocation.target!.id)
+          if (Option.isNone(found)) return yield* targetInaccessible(op.owner)
+          stored = found.value
+          target = yield* tx.decode(op.owner, stored)
+        }
+        yield* guard.check({
+          principal: invocation.principal,
+          operation: op,
+          input: invocation.input,
+          tx,
+          ...(stored ? { target: stored } : {})
+        })
+        const output = yield* operations.handler(op)({ input: invocation.input, target, tx, principal: invocation.principal, now })
+        const encoded = yield* Effect.orDie(Schema.encodeUnknown(op.output)(output))
+        // The receipt must read the same when replayed from its stored JSON.
+        return yield* Effect.try(() => (encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))).pipe(
+          Effect.orDie
+        )
+      })
+
+    const receiptOf = (
+      invocation: Invocation,
+      now: string,
+      position: number,
+      outcome: { readonly output: unknown } | { readonly reason: string }
+    ): Receipt => {
+      const t = invocation.target
+      return {
+        invocationId: invocation.invocationId,
+        operation: invocation.operation.ref,
+        ...(t ? { target: { kind: "entity" as const, entity: t.entity, id: t.id } } : {}),
+        ...("reason" in outcome
+          ? { outcome: "rejected" as const, reason: outcome.reason }
+          : { outcome: "committed" as const, ...(outcome.output !== undefined ? { output: outcome.output } : {}) }),
+        position: Position.encode(position),
+        committedAt: now,
+        catalogToken: invocation.catalogToken
+      }
+    }
+
+    /** One group: one transaction, one savepoint per invocation, receipts and log rows batched at the end. */
+    const transaction = (items: ReadonlyArray<Item>, now: string) =>
+      Effect.gen(function* () {
+        yield* sql.unsafe("BEGIN IMMEDIATE")
+        const decided = new Map(
+          yield* Receipts.load(sql, [...new Set(items.map((i) => i.invocation.invocationId))])
+        )
+        let position = committed
+        const answers: Array<Exit.Exit<Receipt, SubmitError>> = []
+        const commitRows: Array<CommitRow> = []
+        const receiptRows: Array<ReceiptRow> = []
+        const tally: Record<string, number> = {}
+        const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
+        for (const { invocation } of items) {
+          const prior = decided.get(invocation.invocationId)
+          if (prior) {
+            const replay = yield* Effect.exit(Receipts.answer(prior, invocation.intent))
+            note(prior.intent === invocation.intent ? "replayed" : "conflict")
+            answers.push(replay)
+            continue
+          }
+          yield* sql.unsafe("SAVEPOINT cairn_invocation")
+          const changes = new ChangeSet()
+          const exit = yield* Effect.exit(attempt(invocation, changes, now))
+          if (Exit.isSuccess(exit)) {
+            yield* sql.unsafe("RELEASE cairn_invocation")
+            position += 1
+            const receipt = receiptOf(invocation, now, position, { output: exit.value })
+            const receiptJson = JSON.stringify(receipt)
+            const t = invocation.target
+            commitRows.push([
+              position,
+              invocation.invocationId,
+              operationKey(invocation.operation),
+              t ? t.entity : null,
+              t ? t.id : null,
+              invocation.intent,
+              invocation.principal.subject,
+              receiptJson,
+              JSON.stringify(changes.toArray()),
+              now
+            ])
+            receiptRows.push([invocation.invocationId, invocation.intent, "committed", position, receiptJson])
+            decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
+            answers.push(Exit.succeed(receipt))
+            note("committed")
+            continue
+          }
+          // Undo whatever the invocation wrote; its neighbours in the group are untouched.
+          yield* sql.unsafe("ROLLBACK TO cairn_invocation")
+          yield* sql.unsafe("RELEASE cairn_invocation")
+          const failure = Cause.failureOption(exit.cause)
+          if (Option.isSome(failure) && (failure.value instanceof Rejection || failure.value instanceof OperationRejected)) {
+            const reason = failure.value instanceof Rejection ? failure.value.reason : failure.value.message
+            const receipt = receiptOf(invocation, now, position, { reason })
+            receiptRows.push([invocation.invocationId, invocation.intent, "rejected", position, JSON.stringify(receipt)])
+            decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
+            answers.push(Exit.fail(new OperationRejected({ message: reason, receipt })))
+            note("rejected")
+          } else if (Option.isSome(failure) && failure.value instanceof Inaccessible) {
+            answers.push(Exit.fail(failure.value))
+            note("inaccessible")
+          } else {
+            const error = yield* defect(
+              exit.cause,
+              "Operation handler failed; the invocation was rolled back and no receipt stored",
+              invocation.operation
+            )
+            answers.push(Exit.die(error))
+            note("defect")
+          }
+        }
+        if (commitRows.length > 0) yield* sql.unsafe(insertCommits, [JSON.stringify(commitRows)])
+        if (receiptRows.length > 0) yield* sql.unsafe(insertReceipts, [JSON.stringify(receiptRows)])
+        yield* sql.unsafe("COMMIT")
+        return { answers, position, tally }
+      }).pipe(Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))))
+
+    const runGroup = (items: ReadonlyArray<Item>) =>
+      Effect.gen(function* () {
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+        yield* Metric.update(groupSize, items.length)
+        const result = yield* Effect.exit(transaction(items, now))
+        if (Exit.isSuccess(result)) {
+          committed = result.value.position
+          for (const [outcome, n] of Object.entries(result.value.tally)) yield* countOutcome(outcome, n)
+          yield* Effect.forEach(items, (item, i) => Deferred.done(item.deferred, result.value.answers[i]!), { discard: true })
+        } else {
+          // The transaction failed as a whole (storage fault): nothing of the group was applied.
+          const error = yield* defect(result.cause, "Group commit failed; the whole group was rolled back")
+          yield* countOutcome("defect", items.length)
+          yield* Effect.forEach(items, (item) => Deferred.die(item.deferred, error), { discard: true })
+        }
+      }).pipe(Effect.withSpan("Writer.group", { root: true, attributes: { "cairn.group.size": items.length } }))
+
+    yield* Queue.takeBetween(queue, 1, options.maxBatch).pipe(
+      Effect.flatMap((chunk) => Effect.uninterruptible(runGroup(Chunk.toReadonlyArray(chunk)))),
+      Effect.forever,
+      // The drain fiber outlives the request that activated the database: it keeps none of its annotations.
+      Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
+      Effect.annotateLogs({ database: databaseId }),
+      Effect.forkScoped
+    )
+
+    yield* Effect.addFinalizer(() =>
+      Effect.gen(function* () {
+        closed = true
+        const rest = yield* Queue.takeAll(queue)
+        yield* Effect.forEach(rest, (item) => Deferred.fail(item.deferred, overloaded()), { discard: true })
+        yield* Queue.shutdown(queue)
+      })
+    )
+
+    const submit = Effect.fn("Writer.submit")(function* (invocation: Invocation) {
+      if (closed) return yield* overloaded()
+      const deferred = yield* Deferred.make<Receipt, SubmitError>()
+      const accepted = yield* Queue.offer(queue, { invocation, deferred })
+      if (!accepted) {
+        yield* countOutcome("overloaded")
+        return yield* overloaded()
+      }
+      return yield* Deferred.await(deferred)
+    })
+
+    return { submit, position: Effect.sync(() => committed), queued: Queue.size(queue) }
+  })

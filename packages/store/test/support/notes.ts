@@ -1,0 +1,158 @@
+/**
+ * A small catalog for store tests (notes with a counter) and its handlers, with
+ * switches a test flips to make a handler wait on a latch or fail with a defect;
+ * plus a temp data directory and the store layers over it.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { Deferred, Effect, Layer, Option, Schema } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import { type Catalog, compile, Entity, Operation, RootSchema, View } from "@cairn/catalog"
+import { type MutateRequest, operationRef, Principal } from "@cairn/domain"
+import { Databases, Handler, Handlers, type MutationGuardShape, MutationGuard, OperationCatalog, StoreConfig, type StoreConfigShape } from "@cairn/store"
+
+export const Note = Entity.make("Note", {
+  description: "A note with a counter.",
+  fields: {
+    title: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)),
+    done: Schema.Boolean,
+    count: Schema.Int,
+    tag: Schema.optional(Schema.String)
+  },
+  indexes: [["title"]]
+})
+
+const Created = Schema.Struct({ id: Schema.String })
+const Empty = Schema.Struct({})
+
+export const NoteCreate = Operation.make({
+  owner: Note,
+  name: "create",
+  description: "Create a note.",
+  targeted: false,
+  input: Schema.Struct({ title: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(100)), tag: Schema.optional(Schema.String) }),
+  output: Created
+})
+export const NoteFinish = Operation.make({
+  owner: Note,
+  name: "finish",
+  description: "Mark the note done. Rejected if it is done already.",
+  targeted: true,
+  input: Empty,
+  output: Empty
+})
+export const NoteBump = Operation.make({
+  owner: Note,
+  name: "bump",
+  description: "Add to the note's counter.",
+  targeted: true,
+  input: Schema.Struct({ by: Schema.Int.pipe(Schema.between(1, 100)) }),
+  output: Schema.Struct({ count: Schema.Int })
+})
+export const NoteCopy = Operation.make({
+  owner: Note,
+  name: "copy",
+  description: "Copy the note (insert, then patch the counter in the same invocation).",
+  targeted: true,
+  input: Empty,
+  output: Created
+})
+export const NoteRemove = Operation.make({
+  owner: Note,
+  name: "remove",
+  description: "Delete the note.",
+  targeted: true,
+  input: Empty,
+  output: Schema.Struct({ removed: Schema.Boolean })
+})
+export const NoteProbe = Operation.make({
+  owner: Note,
+  name: "probe",
+  description: "Test switchboard: waits on the latch, then writes a note, then fails with a defect when told to.",
+  targeted: false,
+  input: Schema.Struct({ title: Schema.String }),
+  output: Created
+})
+
+export const notes = RootSchema.make("notes", {
+  entities: [Note],
+  operations: [NoteCreate, NoteFinish, NoteBump, NoteCopy, NoteRemove, NoteProbe]
+})
+
+/** What the probe handler does; tests set these before invoking it. */
+export interface Switches {
+  latch: Deferred.Deferred<void> | undefined
+  explode: boolean
+}
+
+export const makeHandlers = (switches: Switches) =>
+  Handlers.make(
+    { entities: [Note], operations: [NoteCreate, NoteFinish, NoteBump, NoteCopy, NoteRemove, NoteProbe] },
+    {
+      "Note.create": ({ input, tx }) =>
+        Effect.map(tx.insert("Note", { title: input.title, done: false, count: 0, ...(input.tag ? { tag: input.tag } : {}) }), (id) => ({ id })),
+      "Note.finish": ({ target, tx }) =>
+        target.done ? Handler.reject("This note is already done.") : Effect.as(tx.patch("Note", target.id, { done: true }), {}),
+      "Note.bump": ({ input, target, tx }) =>
+        Effect.map(tx.patch("Note", target.id, { count: target.count + input.by }), (note) => ({ count: note.count })),
+      "Note.copy": ({ target, tx }) =>
+        Effect.gen(function* () {
+          const id = yield* tx.insert("Note", { title: target.title, done: false, count: 0 })
+          yield* tx.patch("Note", id, { count: target.count })
+          return { id }
+        }),
+      "Note.remove": ({ target, tx }) => Effect.map(tx.delete("Note", target.id), (removed) => ({ removed })),
+      "Note.probe": ({ input, tx }) =>
+        Effect.gen(function* () {
+          if (switches.latch) yield* Deferred.await(switches.latch)
+          const id = yield* tx.insert("Note", { title: input.title, done: false, count: 0 })
+          const found = yield* tx.findBy("Note", { title: input.title })
+          if (Option.isNone(yield* tx.get("Note", id)) || found.length === 0) return yield* Effect.dieMessage("own write not visible")
+          if (switches.explode) return yield* Effect.dieMessage("probe exploded: secret detail 0xDEADBEEF")
+          return { id }
+        })
+    }
+  )
+
+export const compiledNotes: Effect.Effect<Catalog> = Effect.orDie(compile(notes))
+
+/** A temp directory removed with the scope. */
+export const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "cairn-store-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+export interface StoreOptions extends Partial<StoreConfigShape> {
+  readonly dataDir: string
+  readonly switches?: Switches
+  readonly guard?: MutationGuardShape
+}
+
+/** `Databases` over the notes catalog in `dataDir`. */
+export const storeLayer = (options: StoreOptions) => {
+  const { switches, guard, ...config } = options
+  const base = Databases.Default.pipe(
+    Layer.provide(StoreConfig.layer(config)),
+    Layer.provide(OperationCatalog.layer(compiledNotes, makeHandlers(switches ?? { latch: undefined, explode: false })))
+  )
+  return guard ? base.pipe(Layer.provide(Layer.succeed(MutationGuard, guard))) : base
+}
+
+export const principal = (subject = "alice", databaseKey = "org-acme") =>
+  new Principal({ subject, roles: [], claims: {}, scopes: [], databaseKey })
+
+export const request = (
+  owner: string,
+  name: string,
+  input: unknown,
+  options: { readonly target?: string; readonly invocationId?: string; readonly ifCatalog?: string } = {}
+): MutateRequest => ({
+  operation: operationRef(owner, name),
+  input,
+  invocationId: options.invocationId ?? uuidv7(),
+  ...(options.target !== undefined ? { target: { kind: "entity", entity: owner, id: options.target } } : {}),
+  ...(options.ifCatalog !== undefined ? { ifCatalog: options.ifCatalog } : {})
+})
+
+export const fullView = Effect.map(compiledNotes, View.full)
