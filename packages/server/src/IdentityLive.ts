@@ -1,0 +1,276 @@
+/**
+ * `Identity` verified with jose: bearer JWTs from trusted issuers (a JWKS URL, static
+ * keys, or an explicitly configured HMAC secret), an algorithm allow-list, the
+ * resource's audience, `exp`/`nbf` with a small clock tolerance, and a claim mapping to
+ * the `Principal`. The database key comes only from the deployment's key claim.
+ */
+import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
+import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
+import { Principal } from "@cairn/domain"
+import { Deployment } from "./Deployment.js"
+import { devIssuer, devKeyPath } from "./DevIssuer.js"
+import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
+import { Settings } from "./Settings.js"
+
+/** Where an issuer's verification keys come from. */
+export type KeySource =
+  | { readonly _tag: "JwksUrl"; readonly url: string }
+  | { readonly _tag: "Jwks"; readonly keys: ReadonlyArray<JWK> }
+  /** A shared HMAC secret: only with HS* algorithms named explicitly. */
+  | { readonly _tag: "Secret"; readonly secret: Redacted.Redacted<string> }
+
+export interface TrustedIssuer {
+  /** The exact `iss` value of its tokens. */
+  readonly issuer: string
+  readonly keys: KeySource
+  /** Accepted `alg` values; default ES256, RS256 and EdDSA (a secret needs HS* named explicitly). */
+  readonly algorithms?: ReadonlyArray<string>
+}
+
+export interface IdentityConfig {
+  readonly issuers: ReadonlyArray<TrustedIssuer>
+  /** The `aud` a token must carry for each resource: `{base}/db` and `{base}/mcp`. */
+  readonly audiences: Readonly<Record<Resource, string>>
+  readonly clockToleranceSeconds: number
+  /** The claim holding the database key (the deployment's `keyClaim`, e.g. `org`). */
+  readonly keyClaim: string
+  /** The claim holding roles: an array of strings or a space-separated string. */
+  readonly rolesClaim: string
+}
+
+/** The identity configuration is unusable; the server does not start. */
+export class IdentityConfigError extends Data.TaggedError("IdentityConfigError")<{ readonly message: string }> {}
+
+export const defaultAlgorithms: ReadonlyArray<string> = ["ES256", "RS256", "EdDSA"]
+const asymmetric = new Set(["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA", "Ed25519"])
+const hmac = new Set(["HS256", "HS384", "HS512"])
+
+const isLoopback = (host: string) => ["localhost", "127.0.0.1", "[::1]", "::1"].includes(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host)
+
+const validateIssuer = (trusted: TrustedIssuer): ReadonlyArray<string> => {
+  const problems: Array<string> = []
+  const where = `issuer "${trusted.issuer}"`
+  if (trusted.issuer.trim() === "") problems.push("an issuer identifier is empty")
+  const secret = trusted.keys._tag === "Secret"
+  const algorithms = trusted.algorithms ?? (secret ? [] : defaultAlgorithms)
+  if (algorithms.length === 0) problems.push(`${where}: name its algorithms explicitly (e.g. HS256 for a shared secret)`)
+  for (const alg of algorithms) {
+    if (alg.toLowerCase() === "none") problems.push(`${where}: algorithm "none" is never accepted`)
+    else if (hmac.has(alg)) {
+      if (!secret) problems.push(`${where}: ${alg} (HMAC) needs a shared secret, never a public key`)
+    } else if (asymmetric.has(alg)) {
+      if (secret) problems.push(`${where}: ${alg} needs public keys (a JWKS), not a shared secret`)
+    } else problems.push(`${where}: unknown algorithm "${alg}"`)
+  }
+  switch (trusted.keys._tag) {
+    case "Secret":
+      if (Redacted.value(trusted.keys.secret).length < 32) problems.push(`${where}: the shared secret must be at least 32 characters`)
+      break
+    case "Jwks":
+      if (trusted.keys.keys.length === 0) problems.push(`${where}: the JWKS has no keys`)
+      for (const key of trusted.keys.keys) {
+        if (key.kty === "oct" || "d" in key) problems.push(`${where}: the JWKS must hold public keys only`)
+      }
+      break
+    case "JwksUrl": {
+      let url: URL | undefined
+      try {
+        url = new URL(trusted.keys.url)
+      } catch {
+        problems.push(`${where}: the JWKS URL "${trusted.keys.url}" is not a URL`)
+      }
+      if (url && url.protocol !== "https:" && !(url.protocol === "http:" && isLoopback(url.hostname))) {
+        problems.push(`${where}: the JWKS URL must use https (plain http only on loopback)`)
+      }
+    }
+  }
+  return problems
+}
+
+const invalid = (description: string) => new Unauthorized({ error: "invalid_token", description })
+
+/** Safe descriptions: they say what is wrong with the token, never a key or claim value. */
+const describeFailure = (error: unknown): string => {
+  if (error instanceof errors.JWTExpired) return "The access token has expired."
+  if (error instanceof errors.JWTClaimValidationFailed) {
+    switch (error.claim) {
+      case "nbf":
+        return "The access token is not valid yet."
+      case "aud":
+        return "The access token was issued for a different resource."
+      case "iss":
+        return "The access token's issuer is not trusted here."
+      case "iat":
+        return "The access token's issue time is invalid."
+      default:
+        return error.reason === "missing" ? `The access token lacks the "${error.claim}" claim.` : `The access token's "${error.claim}" claim is invalid.`
+    }
+  }
+  if (error instanceof errors.JOSEAlgNotAllowed || error instanceof errors.JOSENotSupported) {
+    return "The access token is signed with an algorithm this service does not accept."
+  }
+  if (
+    error instanceof errors.JWSSignatureVerificationFailed ||
+    error instanceof errors.JWKSNoMatchingKey ||
+    error instanceof errors.JWKSMultipleMatchingKeys
+  ) {
+    return "The access token's signature does not verify."
+  }
+  return "The access token is not a valid signed JWT."
+}
+
+/** Failures of the issuer's key endpoint, not of the token: logged for the operator. */
+const isKeySourceFailure = (error: unknown) =>
+  error instanceof errors.JWKSTimeout ||
+  error instanceof errors.JWKSInvalid ||
+  (error instanceof errors.JOSEError && error.code === "ERR_JOSE_GENERIC") ||
+  !(error instanceof errors.JOSEError)
+
+const stringList = (value: unknown): ReadonlyArray<string> | undefined =>
+  value === undefined
+    ? []
+    : typeof value === "string"
+      ? value.split(/\s+/).filter((s) => s !== "")
+      : Array.isArray(value) && value.every((v) => typeof v === "string")
+        ? value
+        : undefined
+
+const MAX_TOKEN_LENGTH = 16_384
+const MAX_KEY_LENGTH = 256
+
+/** Builds the verifier; fails when the configuration is unsafe or incomplete. */
+export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShape, IdentityConfigError> =>
+  Effect.gen(function* () {
+    const problems = config.issuers.flatMap(validateIssuer)
+    if (config.issuers.length === 0) problems.push("no trusted issuer is configured")
+    if (new Set(config.issuers.map((i) => i.issuer)).size !== config.issuers.length) problems.push("an issuer is configured twice")
+    if (!(config.clockToleranceSeconds >= 0 && config.clockToleranceSeconds <= 300)) problems.push("the clock tolerance must be 0 to 300 seconds")
+    if (problems.length > 0) return yield* new IdentityConfigError({ message: `Identity configuration: ${problems.join("; ")}.` })
+
+    const verifiers = new Map(
+      config.issuers.map((trusted) => {
+        const key =
+          trusted.keys._tag === "JwksUrl"
+            ? createRemoteJWKSet(new URL(trusted.keys.url), { timeoutDuration: 5_000, cooldownDuration: 30_000 })
+            : trusted.keys._tag === "Jwks"
+              ? createLocalJWKSet({ keys: [...trusted.keys.keys] })
+              : new TextEncoder().encode(Redacted.value(trusted.keys.secret))
+        const algorithms = [...(trusted.algorithms ?? defaultAlgorithms)]
+        return [trusted.issuer, { key, algorithms }] as const
+      })
+    )
+
+    const verify = Effect.fn("Identity.verify")(function* (token: string, resource: Resource) {
+      if (token === "") return yield* new Unauthorized({ error: "invalid_request", description: "The request carries no bearer token." })
+      if (token.length > MAX_TOKEN_LENGTH) return yield* invalid("The access token is too long.")
+      const unverified = yield* Effect.try({ try: () => decodeJwt(token), catch: () => invalid("The access token is not a valid signed JWT.") })
+      const verifier = typeof unverified.iss === "string" ? verifiers.get(unverified.iss) : undefined
+      if (!verifier) return yield* invalid("The access token's issuer is not trusted here.")
+      const now = yield* Clock.currentTimeMillis
+      const { payload } = yield* Effect.tryPromise({
+        try: () =>
+          jwtVerify(token, verifier.key as Parameters<typeof jwtVerify>[1], {
+            issuer: unverified.iss!,
+            audience: config.audiences[resource],
+            algorithms: verifier.algorithms,
+            clockTolerance: config.clockToleranceSeconds,
+            requiredClaims: ["exp", "sub"],
+            currentDate: new Date(now)
+          }),
+        catch: (error) => error
+      }).pipe(
+        Effect.catchAll((error) =>
+          isKeySourceFailure(error)
+            ? Effect.logWarning("Access token keys could not be fetched from the issuer", error instanceof Error ? error.message : String(error)).pipe(
+                Effect.zipRight(invalid("The access token cannot be verified right now; try again shortly."))
+              )
+            : Effect.fail(invalid(describeFailure(error)))
+        )
+      )
+      return yield* toPrincipal(config, payload)
+    })
+    return { verify }
+  })
+
+const toPrincipal = (config: IdentityConfig, payload: JWTPayload): Effect.Effect<Principal, Unauthorized> => {
+  const subject = payload.sub
+  if (typeof subject !== "string" || subject === "" || subject.length > MAX_KEY_LENGTH) {
+    return Effect.fail(invalid(`The access token's "sub" claim must be a non-empty string.`))
+  }
+  const key = payload[config.keyClaim]
+  if (typeof key !== "string" || key === "" || key.length > MAX_KEY_LENGTH) {
+    return Effect.fail(invalid(`The access token lacks the "${config.keyClaim}" claim that selects the database.`))
+  }
+  const roles = stringList(payload[config.rolesClaim])
+  if (!roles) return Effect.fail(invalid(`The access token's "${config.rolesClaim}" claim must be a string or a list of strings.`))
+  const scopes = stringList(payload.scope !== undefined ? payload.scope : payload["scp"])
+  if (!scopes) return Effect.fail(invalid(`The access token's scopes ("scope" or "scp") must be a string or a list of strings.`))
+  return Effect.succeed(new Principal({ subject, roles, scopes, claims: payload, databaseKey: key }))
+}
+
+/** `Identity` from an explicit configuration (tests, embedding). */
+export const identityLayer = (config: IdentityConfig) => Layer.effect(Identity, makeIdentity(config))
+
+const parseJwks = (text: string): ReadonlyArray<JWK> | undefined => {
+  try {
+    const parsed = JSON.parse(text) as { keys?: unknown }
+    return Array.isArray(parsed.keys) && parsed.keys.every((k) => typeof k === "object" && k !== null) ? (parsed.keys as Array<JWK>) : undefined
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * The operator's identity configuration, read through `Config`:
+ * `CAIRN_ISSUER` with exactly one of `CAIRN_JWKS_URL`, `CAIRN_JWKS` (a JWKS document) or
+ * `CAIRN_TOKEN_SECRET` (HMAC, needs `CAIRN_TOKEN_ALGORITHMS=HS256`);
+ * `CAIRN_TOKEN_ALGORITHMS` (comma or space separated), `CAIRN_CLOCK_TOLERANCE` (seconds,
+ * default 30), `CAIRN_ROLES_CLAIM` (default `roles`). Without `CAIRN_ISSUER` the
+ * development issuer is trusted, which refuses to run in `production`.
+ */
+export const identityConfig = Effect.gen(function* () {
+  const settings = yield* Settings
+  const deployment = yield* Deployment
+  const issuer = yield* Config.option(Config.string("CAIRN_ISSUER"))
+  const algorithms = yield* Config.option(Config.string("CAIRN_TOKEN_ALGORITHMS"))
+  const clockToleranceSeconds = yield* Config.integer("CAIRN_CLOCK_TOLERANCE").pipe(Config.withDefault(30))
+  const rolesClaim = yield* Config.string("CAIRN_ROLES_CLAIM").pipe(Config.withDefault("roles"))
+  const base = {
+    audiences: { db: `${settings.baseUrl}/db`, mcp: `${settings.baseUrl}/mcp` },
+    clockToleranceSeconds,
+    keyClaim: deployment.database.keyClaim,
+    rolesClaim
+  }
+  if (Option.isNone(issuer) || issuer.value.trim() === "") {
+    const dev = yield* devIssuer
+    yield* Effect.logInfo(
+      `Trusting the development issuer ${dev.issuer} (key in ${devKeyPath(settings.dataDir)}); mint a token with: npm run -s token -- --sub alice --${deployment.database.keyClaim} acme`
+    )
+    return { ...base, issuers: [{ issuer: dev.issuer, keys: { _tag: "Jwks", keys: [dev.key.publicJwk] }, algorithms: ["ES256"] }] } satisfies IdentityConfig
+  }
+  const jwksUrl = yield* Config.option(Config.string("CAIRN_JWKS_URL"))
+  const jwks = yield* Config.option(Config.string("CAIRN_JWKS"))
+  const secret = yield* Config.option(Config.redacted("CAIRN_TOKEN_SECRET"))
+  const given = [Option.isSome(jwksUrl), Option.isSome(jwks), Option.isSome(secret)].filter(Boolean).length
+  if (given !== 1) {
+    return yield* new IdentityConfigError({
+      message: `CAIRN_ISSUER is set, so name its keys with exactly one of CAIRN_JWKS_URL, CAIRN_JWKS or CAIRN_TOKEN_SECRET (${given} given).`
+    })
+  }
+  let keys: KeySource
+  if (Option.isSome(jwksUrl)) keys = { _tag: "JwksUrl", url: jwksUrl.value }
+  else if (Option.isSome(secret)) keys = { _tag: "Secret", secret: secret.value }
+  else {
+    const parsed = Option.isSome(jwks) ? parseJwks(jwks.value) : undefined
+    if (!parsed) return yield* new IdentityConfigError({ message: `CAIRN_JWKS must be a JWKS document: {"keys": [ ...public JWKs... ]}.` })
+    keys = { _tag: "Jwks", keys: parsed }
+  }
+  const algorithmList = Option.map(algorithms, (a) => a.split(/[\s,]+/).filter((s) => s !== ""))
+  return {
+    ...base,
+    issuers: [{ issuer: issuer.value.trim(), keys, ...(Option.isSome(algorithmList) ? { algorithms: algorithmList.value } : {}) }]
+  } satisfies IdentityConfig
+})
+
+/** `Identity` as the operator configured it (see `identityConfig`). */
+export const IdentityLive = Layer.effect(Identity, Effect.flatMap(identityConfig, makeIdentity))
