@@ -43,6 +43,10 @@ export interface Database {
   readonly position: Effect.Effect<number>
   /** Invocations waiting for the writer. */
   readonly queued: Effect.Effect<number>
+  /** The last committed position, as it changes: what sync's live tail waits on. */
+  readonly committed: Writer.Writer["committed"]
+  /** Drops change payloads at or below a position (sync's retained history). */
+  readonly compact: Writer.Writer["compact"]
 }
 
 /** Operator-facing: a database could not be opened or its catalog installed. */

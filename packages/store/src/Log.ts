@@ -9,6 +9,8 @@ import { Effect } from "effect"
 export const commitsTable = "_cairn_commits"
 export const receiptsTable = "_cairn_receipts"
 export const installTable = "_cairn_install"
+/** One row: the compaction watermark (commits at or below it have no change payload). */
+export const compactionTable = "_cairn_compaction"
 
 /**
  * One row-level change of a commit. `before`/`after` are the full stored records as
@@ -62,7 +64,11 @@ export const ddl: ReadonlyArray<string> = [
     outcome TEXT NOT NULL CHECK (outcome IN ('committed', 'rejected')),
     position INTEGER NOT NULL,
     receipt TEXT NOT NULL
-  ) STRICT, WITHOUT ROWID`
+  ) STRICT, WITHOUT ROWID`,
+  `CREATE TABLE IF NOT EXISTS ${compactionTable} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    watermark INTEGER NOT NULL
+  ) STRICT`
 ]
 
 /** The last committed position (0 when nothing is committed). */
@@ -98,3 +104,28 @@ export const commitsAfter = (sql: SqlClient.SqlClient, position: number, limit: 
         committedAt: r.committed_at
       }))
   )
+
+/** The compaction watermark: commits at or below it kept no change payload (0 when none were compacted). */
+export const watermark = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly w: number }>(`SELECT coalesce(max(watermark), 0) AS w FROM ${compactionTable}`),
+    (rows) => Number(rows[0]?.w ?? 0)
+  )
+
+/**
+ * Drops the change payloads of commits at or below `through` and raises the watermark.
+ * Positions, receipts, intents and every other column stay, so idempotent replays and
+ * positions are unaffected; only sync's history before the watermark is gone. Run it
+ * inside a write transaction; answers how many commits lost their payload.
+ */
+export const compact = (sql: SqlClient.SqlClient, through: number) =>
+  Effect.gen(function* () {
+    const from = yield* watermark(sql)
+    if (through <= from) return 0
+    yield* sql.unsafe(`UPDATE ${commitsTable} SET changes = '[]' WHERE position > ? AND position <= ?`, [from, through])
+    yield* sql.unsafe(
+      `INSERT INTO ${compactionTable} (id, watermark) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET watermark = excluded.watermark`,
+      [through]
+    )
+    return through - from
+  })

@@ -18,7 +18,9 @@ import {
   Option,
   Queue,
   Schema,
-  type Scope
+  type Scope,
+  type Subscribable,
+  SubscriptionRef
 } from "effect"
 import {
   Inaccessible,
@@ -34,7 +36,7 @@ import type { CompiledOperation } from "@cairn/catalog"
 import { Rejection } from "./Handler.js"
 import { ChangeSet, makeTx, statementsFor } from "./internal/tx.js"
 import * as Receipts from "./internal/receipts.js"
-import { commitsTable, lastPosition, receiptsTable } from "./Log.js"
+import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from "./Log.js"
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
 import * as Position from "./Position.js"
@@ -65,6 +67,13 @@ export interface Writer {
   readonly position: Effect.Effect<number>
   /** Invocations waiting in the queue (not counting the group being committed). */
   readonly queued: Effect.Effect<number>
+  /** The last committed position, published after each group commit (sync's live tail). */
+  readonly committed: Subscribable.Subscribable<number>
+  /**
+   * Drops the change payloads of commits at or below `through` (see `Log.compact`),
+   * between group commits on the write connection; answers how many were dropped.
+   */
+  readonly compact: (through: number) => Effect.Effect<number>
 }
 
 export interface WriterOptions {
@@ -122,6 +131,9 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const catalog = operations.catalog
     const statements = statementsFor(catalog)
     let committed = yield* Effect.orDie(lastPosition(sql))
+    const published = yield* SubscriptionRef.make(committed)
+    // Group commits and compaction take turns on the one write connection.
+    const exclusive = yield* Effect.makeSemaphore(1)
     let closed = false
     const queue = yield* Queue.dropping<Item>(options.queueLimit)
 
@@ -264,9 +276,10 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         yield* Metric.update(groupSize, items.length)
-        const result = yield* Effect.exit(transaction(items, now))
+        const result = yield* Effect.exit(exclusive.withPermits(1)(transaction(items, now)))
         if (Exit.isSuccess(result)) {
           committed = result.value.position
+          yield* SubscriptionRef.set(published, committed)
           for (const [outcome, n] of Object.entries(result.value.tally)) yield* countOutcome(outcome, n)
           yield* Effect.forEach(items, (item, i) => Deferred.done(item.deferred, result.value.answers[i]!), { discard: true })
         } else {
@@ -306,5 +319,19 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       return yield* Deferred.await(deferred)
     })
 
-    return { submit, position: Effect.sync(() => committed), queued: Queue.size(queue) }
+    const compact = (through: number) =>
+      exclusive.withPermits(1)(
+        Effect.gen(function* () {
+          yield* sql.unsafe("BEGIN IMMEDIATE")
+          const dropped = yield* compactLog(sql, Math.min(through, committed))
+          yield* sql.unsafe("COMMIT")
+          return dropped
+        }).pipe(
+          Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))),
+          Effect.orDie,
+          Effect.withSpan("Writer.compact")
+        )
+      )
+
+    return { submit, position: Effect.sync(() => committed), queued: Queue.size(queue), committed: published, compact }
   })
