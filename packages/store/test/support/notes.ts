@@ -82,6 +82,9 @@ export const notes = RootSchema.make("notes", {
 
 /** What the probe handler does; tests set these before invoking it. */
 export interface Switches {
+  /** Completed by the probe once it runs inside the writer. */
+  entered?: Deferred.Deferred<void> | undefined
+  /** The probe waits for it before writing. */
   latch: Deferred.Deferred<void> | undefined
   explode: boolean
 }
@@ -105,6 +108,7 @@ export const makeHandlers = (switches: Switches) =>
       "Note.remove": ({ target, tx }) => Effect.map(tx.delete("Note", target.id), (removed) => ({ removed })),
       "Note.probe": ({ input, tx }) =>
         Effect.gen(function* () {
+          if (switches.entered) yield* Deferred.succeed(switches.entered, undefined)
           if (switches.latch) yield* Deferred.await(switches.latch)
           const id = yield* tx.insert("Note", { title: input.title, done: false, count: 0 })
           const found = yield* tx.findBy("Note", { title: input.title })
@@ -127,14 +131,17 @@ export interface StoreOptions extends Partial<StoreConfigShape> {
   readonly dataDir: string
   readonly switches?: Switches
   readonly guard?: MutationGuardShape
+  /** Another root schema with the same operations (catalog evolution tests). */
+  readonly root?: RootSchema.RootSchema
 }
 
 /** `Databases` over the notes catalog in `dataDir`. */
 export const storeLayer = (options: StoreOptions) => {
-  const { switches, guard, ...config } = options
+  const { switches, guard, root, ...config } = options
+  const catalog = root ? Effect.orDie(compile(root)) : compiledNotes
   const base = Databases.Default.pipe(
     Layer.provide(StoreConfig.layer(config)),
-    Layer.provide(OperationCatalog.layer(compiledNotes, makeHandlers(switches ?? { latch: undefined, explode: false })))
+    Layer.provide(OperationCatalog.layer(catalog, makeHandlers(switches ?? { latch: undefined, explode: false })))
   )
   return guard ? base.pipe(Layer.provide(Layer.succeed(MutationGuard, guard))) : base
 }

@@ -1,0 +1,218 @@
+import { existsSync, readdirSync } from "node:fs"
+import { join } from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Cause, Duration, Effect, Exit, Metric, Option, Schema, TestClock } from "effect"
+import { compile, Entity, RootSchema } from "@cairn/catalog"
+import { InternalError, type Receipt } from "@cairn/domain"
+import { activations, ActivationError, Databases, databaseId, evictions, Install, mutate } from "@cairn/store"
+import { fullView, notes, Note, principal, request, storeLayer, tempDir } from "./support/notes.js"
+
+const keyA = "org-acme"
+const keyB = "org-globex"
+
+const create = (title: string, databaseKey = keyA) =>
+  Effect.flatMap(fullView, (view) =>
+    mutate({ view, principal: principal("alice", databaseKey), request: request("Note", "create", { title }) })
+  )
+
+const query = (databaseKey: string, text: string) =>
+  Effect.scoped(
+    Effect.flatMap(Databases, (d) =>
+      Effect.flatMap(d.activate(databaseKey), (db) => Effect.orDie(db.reader.unsafe<Record<string, any>>(text)))
+    )
+  )
+
+const openIds = Effect.flatMap(Databases, (d) => d.open)
+const touch = (key: string) => Effect.scoped(Effect.flatMap(Databases, (d) => d.activate(key)))
+const counter = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (s) => s.count)
+
+describe("Databases", () => {
+  it.scoped("one file per database, named by a digest of the key, laid out from the catalog", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        yield* create("In A", keyA)
+        yield* create("In B", keyB)
+        const files = readdirSync(join(dataDir, "databases")).filter((f) => f.endsWith(".sqlite")).sort()
+        assert.deepStrictEqual(files, [`${databaseId(keyA)}.sqlite`, `${databaseId(keyB)}.sqlite`].sort())
+        assert.isFalse(readdirSync(join(dataDir, "databases")).some((f) => f.includes("acme") || f.includes("globex")))
+        assert.notInclude(databaseId(keyA), "acme")
+        assert.deepStrictEqual((yield* query(keyA, `SELECT title FROM "Note"`)).map((r) => r.title), ["In A"])
+        assert.deepStrictEqual((yield* query(keyB, `SELECT title FROM "Note"`)).map((r) => r.title), ["In B"])
+
+        const tables = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)).map((r) => r.name)
+        assert.deepStrictEqual(tables, ["Note", "_cairn_commits", "_cairn_compaction", "_cairn_install", "_cairn_receipts"])
+        const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%'`)).map((r) => r.name)
+        assert.deepStrictEqual(indexes, ["ix_Note_title"])
+        const catalog = yield* Effect.orDie(compile(notes))
+        const install = (yield* query(keyA, `SELECT root, catalog_token, fingerprint FROM _cairn_install`))[0]
+        assert.deepStrictEqual(install, { root: "notes", catalog_token: catalog.token, fingerprint: catalog.fingerprint })
+        assert.strictEqual((yield* query(keyA, `PRAGMA journal_mode`))[0]!.journal_mode, "wal")
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+    }))
+
+  it.scoped("the reader connection is read-only", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        const exit = yield* Effect.scoped(
+          Effect.flatMap(Databases, (d) =>
+            Effect.flatMap(d.activate(keyA), (db) => Effect.exit(db.reader.unsafe(`INSERT INTO "Note" (id, title, done, count) VALUES ('x', 't', 0, 0)`)))
+          )
+        )
+        assert.isTrue(Exit.isFailure(exit))
+        assert.strictEqual((yield* query(keyA, `SELECT count(*) AS n FROM "Note"`))[0]!.n, 0)
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+    }))
+
+  it.scoped("concurrent activations of one key open it once", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        const before = yield* counter(activations)
+        const ids = yield* Effect.scoped(
+          Effect.flatMap(Databases, (d) => Effect.all(Array.from({ length: 20 }, () => Effect.map(d.activate(keyA), (db) => db.id)), { concurrency: "unbounded" }))
+        )
+        assert.deepStrictEqual(new Set(ids), new Set([databaseId(keyA)]))
+        assert.strictEqual((yield* counter(activations)) - before, 1)
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+    }))
+
+  it.scoped("keeps at most maxOpenDatabases, closing the least recently used idle one, never one in use", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        const capacity = Metric.tagged(evictions, "reason", "capacity")
+        const before = yield* counter(capacity)
+        const [k1, k2, k3, k4] = ["k1", "k2", "k3", "k4"]
+        yield* touch(k1!)
+        yield* TestClock.adjust("1 second")
+        yield* touch(k2!)
+        yield* TestClock.adjust("1 second")
+        yield* touch(k3!)
+        assert.sameMembers(yield* openIds, [databaseId(k2!), databaseId(k3!)])
+        yield* TestClock.adjust("1 second")
+        yield* touch(k2!)
+        yield* TestClock.adjust("1 second")
+        yield* touch(k4!)
+        assert.sameMembers(yield* openIds, [databaseId(k2!), databaseId(k4!)])
+        assert.strictEqual((yield* counter(capacity)) - before, 2)
+
+        // A database held by a caller stays open past the limit until released.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            const held = yield* (yield* Databases).activate(k1!)
+            yield* TestClock.adjust("1 second")
+            yield* touch(k3!)
+            yield* touch(k4!)
+            assert.include(yield* openIds, held.id)
+            yield* create("Still usable", k1!)
+          })
+        )
+        assert.strictEqual((yield* openIds).length, 2)
+        assert.deepStrictEqual((yield* query(k1!, `SELECT title FROM "Note"`)).map((r) => r.title), ["Still usable"])
+      }).pipe(Effect.provide(storeLayer({ dataDir, maxOpenDatabases: 2 })))
+    }))
+
+  it.scoped("closes idle databases after the idle timeout; they reopen with their data", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        const idle = Metric.tagged(evictions, "reason", "idle")
+        const before = yield* counter(idle)
+        const receipt = yield* create("Kept", keyA)
+        assert.deepStrictEqual(yield* openIds, [databaseId(keyA)])
+        yield* TestClock.adjust("30 seconds")
+        assert.deepStrictEqual(yield* openIds, [databaseId(keyA)])
+        yield* TestClock.adjust("2 minutes")
+        assert.deepStrictEqual(yield* openIds, [])
+        assert.strictEqual((yield* counter(idle)) - before, 1)
+        const replay: Receipt = yield* Effect.flatMap(fullView, (view) =>
+          mutate({ view, principal: principal("alice", keyA), request: { ...request("Note", "create", { title: "Kept" }), invocationId: receipt.invocationId } })
+        )
+        assert.deepStrictEqual(replay, receipt)
+      }).pipe(Effect.provide(storeLayer({ dataDir, idleTimeout: Duration.minutes(1) })))
+    }))
+})
+
+describe("catalog installation", () => {
+  const evolved = (fields: Record<string, Schema.Schema.Any | Schema.PropertySignature.Any>, extra: { indexes?: ReadonlyArray<ReadonlyArray<string>>; entities?: ReadonlyArray<Entity.Entity<string, any>> } = {}) =>
+    RootSchema.make("notes", {
+      entities: [
+        Entity.make("Note", { description: "A note with a counter.", fields: fields as Schema.Struct.Fields, indexes: extra.indexes ?? [["title"]] }),
+        ...(extra.entities ?? [])
+      ],
+      operations: notes.operations
+    })
+
+  const activationFailure = (dataDir: string, root: RootSchema.RootSchema) =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(touch(keyA))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.failureOption(exit.cause)) : undefined
+      assert.instanceOf(error, ActivationError)
+      const cause = (error as ActivationError).cause
+      assert.instanceOf(cause, Install.IncompatibleCatalog)
+      // Public callers learn nothing but a correlation id.
+      const public_ = yield* Effect.exit(create("Never", keyA))
+      const defect = Exit.isFailure(public_) ? Option.getOrUndefined(Cause.dieOption(public_.cause)) : undefined
+      assert.instanceOf(defect, InternalError)
+      return (cause as Install.IncompatibleCatalog).problems
+    }).pipe(Effect.provide(storeLayer({ dataDir, root })))
+
+  it.scoped("an incompatible catalog fails activation before touching data", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* create("Precious", keyA).pipe(Effect.provide(storeLayer({ dataDir })))
+      const { title, done, count, tag } = Note.fields
+
+      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count: Schema.String, tag })), [
+        `field "Note.count" changed its stored type from integer to text`
+      ])
+      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count })), [`field "Note.tag" was removed`])
+      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count, tag: Schema.String })), [
+        `field "Note.tag" changed from optional to required`
+      ])
+      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count, tag, rank: Schema.Int })), [
+        `field "Note.rank" is new and required; existing rows have no value`
+      ])
+      assert.deepStrictEqual(
+        yield* activationFailure(dataDir, RootSchema.make("other", { entities: [Note], operations: notes.operations })),
+        [`the database holds root schema "notes", the deployment serves "other"`]
+      )
+
+      // The original catalog still finds its data as it was.
+      yield* Effect.gen(function* () {
+        assert.deepStrictEqual((yield* query(keyA, `SELECT title, count FROM "Note"`)), [{ title: "Precious", count: 0 }])
+        const catalog = yield* Effect.orDie(compile(notes))
+        assert.strictEqual((yield* query(keyA, `SELECT catalog_token FROM _cairn_install`))[0]!.catalog_token, catalog.token)
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+    }))
+
+  it.scoped("additive changes are applied: a new entity, a new optional field, a new index", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* create("Old", keyA).pipe(Effect.provide(storeLayer({ dataDir })))
+      const Label = Entity.make("Label", { description: "A label.", fields: { name: Schema.String } })
+      const root = evolved({ ...Note.fields, rank: Schema.optional(Schema.Int) }, { indexes: [["title"], ["rank"]], entities: [Label] })
+      const catalog = yield* Effect.orDie(compile(root))
+      yield* Effect.gen(function* () {
+        const columns = (yield* query(keyA, `PRAGMA table_info("Note")`)).map((r) => r.name)
+        assert.deepStrictEqual(columns, ["id", "title", "done", "count", "tag", "rank"])
+        const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%' ORDER BY name`)).map((r) => r.name)
+        assert.deepStrictEqual(indexes, ["ix_Note_rank", "ix_Note_title"])
+        assert.strictEqual((yield* query(keyA, `SELECT count(*) AS n FROM "Label"`))[0]!.n, 0)
+        assert.deepStrictEqual(yield* query(keyA, `SELECT title, rank FROM "Note"`), [{ title: "Old", rank: null }])
+        assert.deepStrictEqual((yield* query(keyA, `SELECT catalog_token, fingerprint FROM _cairn_install`))[0], {
+          catalog_token: catalog.token,
+          fingerprint: catalog.fingerprint
+        })
+      }).pipe(Effect.provide(storeLayer({ dataDir, root })))
+      assert.isTrue(existsSync(join(dataDir, "databases", `${databaseId(keyA)}.sqlite`)))
+      // Dropping the index again is additive too; the data stays.
+      yield* Effect.gen(function* () {
+        const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%' ORDER BY name`)).map((r) => r.name)
+        assert.deepStrictEqual(indexes, ["ix_Note_title"])
+      }).pipe(Effect.provide(storeLayer({ dataDir, root: evolved({ ...Note.fields, rank: Schema.optional(Schema.Int) }, { entities: [Label] }) })))
+    }))
+})
