@@ -1,0 +1,206 @@
+/**
+ * The Node sync client: keeps a local SQLite copy of a sync scope current. It restores
+ * from disk, resumes from its durable cursor, follows resnapshot instructions by
+ * discarding and refetching, and never uses data whose principal or database differs.
+ */
+import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { RpcClient, type RpcClientError, RpcSerialization } from "@effect/rpc"
+import type { SqlError } from "@effect/sql"
+import {
+  type PublicError,
+  type SnapshotPage,
+  type SyncBatch,
+  type SyncCheckpoint,
+  type SyncMessage,
+  SyncRpcs,
+  type SyncScope
+} from "@cairn/domain"
+import { Context, Deferred, Effect, Layer, Option, Ref, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
+import { type LocalRecord, SyncStore, type SyncStoreShape } from "./SyncStore.js"
+
+/** The typed sync RPCs, however they are transported. */
+export type SyncRpcClient = RpcClient.FromGroup<typeof SyncRpcs, RpcClientError.RpcClientError>
+
+export type SyncClientError = PublicError | RpcClientError.RpcClientError | SqlError.SqlError
+
+export interface SyncClientOptions {
+  /** Path of the local SQLite file holding the snapshot and cursor. */
+  readonly file: string
+  readonly scope: SyncScope
+  readonly rpc: SyncRpcClient
+  /** How the live loop retries after a transport failure. */
+  readonly retry?: Schedule.Schedule<unknown, unknown>
+}
+
+export interface SyncStatus {
+  /** The checkpoint the local data is current to, if any. */
+  readonly checkpoint: Option.Option<SyncCheckpoint>
+  /** Whether this session confirmed the local data belongs to the current principal and database. */
+  readonly confirmed: boolean
+  readonly resnapshots: number
+}
+
+export interface SyncClientShape {
+  readonly store: SyncStoreShape
+  readonly status: SubscriptionRef.SubscriptionRef<SyncStatus>
+  /** Takes a snapshot if needed, then applies every change committed so far and returns. */
+  readonly syncOnce: Effect.Effect<void, SyncClientError>
+  /** Synchronizes live until interrupted, retrying transport failures. */
+  readonly run: Effect.Effect<never, SyncClientError>
+  /** One entity's local records, again after every change; starts once the data is confirmed. */
+  readonly live: (entity: string) => Stream.Stream<ReadonlyArray<LocalRecord>, SqlError.SqlError>
+}
+
+/** Canonical JSON, so the same scope always has the same key. */
+export const scopeKey = (scope: SyncScope): string =>
+  JSON.stringify(scope, (_key, v: unknown) =>
+    v !== null && typeof v === "object" && !Array.isArray(v)
+      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
+      : v
+  )
+
+const sameIdentity = (a: SyncCheckpoint, b: SyncCheckpoint) => a.subject === b.subject && a.database === b.database
+
+export const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions) {
+  const store = yield* SyncStore.open(options.file)
+  const key = scopeKey(options.scope)
+  const initial = yield* store.state
+  const status = yield* SubscriptionRef.make<SyncStatus>({
+    checkpoint: Option.map(initial, (s) => s.checkpoint),
+    confirmed: false,
+    resnapshots: 0
+  })
+  const ready = yield* Deferred.make<void>()
+  // Only one synchronization touches the store at a time.
+  const lock = yield* Effect.makeSemaphore(1)
+
+  const confirm = (checkpoint: SyncCheckpoint) =>
+    Effect.zipRight(
+      SubscriptionRef.update(status, (s) => ({ ...s, checkpoint: Option.some(checkpoint), confirmed: true })),
+      Deferred.succeed(ready, undefined)
+    )
+
+  const forget = Effect.zipRight(
+    store.discard,
+    SubscriptionRef.update(status, (s) => ({ ...s, checkpoint: Option.none() }))
+  )
+
+  const snapshot: Effect.Effect<SyncCheckpoint, SyncClientError> = Effect.gen(function* () {
+    const staged = yield* store.staged
+    let after = Option.isSome(staged) && staged.value.scopeKey === key ? staged.value.next : undefined
+    if (after === undefined) yield* store.beginSnapshot(key)
+    for (;;) {
+      const page: SnapshotPage = yield* options.rpc
+        .SyncSnapshot({ scope: options.scope, ...(after !== undefined ? { after } : {}) })
+        .pipe(
+          // A continuation from an earlier session may no longer hold: start over once.
+          Effect.catchIf(
+            (e) => after !== undefined && e._tag === "InvalidQuery",
+            () => Effect.zipRight(store.beginSnapshot(key), options.rpc.SyncSnapshot({ scope: options.scope }))
+          )
+        )
+      if (page.checkpoint !== undefined) {
+        yield* store.commitSnapshot(key, page.records, page.checkpoint)
+        return page.checkpoint
+      }
+      if (page.next === undefined) return yield* Effect.dieMessage("snapshot page without next or checkpoint")
+      yield* store.stagePage(page.records, page.next)
+      after = page.next
+    }
+  })
+
+  /** Where to resume from, after discarding data synced for another scope. */
+  const startingPoint = Effect.gen(function* () {
+    const state = yield* store.state
+    if (Option.isSome(state) && state.value.scopeKey === key) return state.value.checkpoint
+    if (Option.isSome(state)) yield* forget
+    const checkpoint = yield* snapshot
+    yield* confirm(checkpoint)
+    return checkpoint
+  })
+
+  /**
+   * Follows one changes stream. Returns `true` when a resnapshot is needed, `false`
+   * when the stream ended (caught up, non-live).
+   */
+  const follow = (from: SyncCheckpoint, live: boolean) =>
+    Effect.gen(function* () {
+      const current = yield* Ref.make(from)
+      const handle = (message: SyncMessage) =>
+        Effect.gen(function* () {
+          if (message._tag === "Resnapshot") return true
+          const batch: SyncBatch = message
+          const stored = yield* Ref.get(current)
+          // Never merge facts from another principal or database into the stored ones.
+          if (!sameIdentity(stored, batch.checkpoint)) return true
+          yield* store.apply(batch.changes, batch.checkpoint)
+          yield* Ref.set(current, batch.checkpoint)
+          yield* confirm(batch.checkpoint)
+          return false
+        })
+      return yield* options.rpc.SyncChanges({ scope: options.scope, cursor: from.cursor, live }).pipe(
+        Stream.mapEffect(handle),
+        Stream.takeUntil((again) => again),
+        Stream.runLast,
+        Effect.map((last) => Option.getOrElse(last, () => false))
+      )
+    })
+
+  const cycle = (live: boolean): Effect.Effect<void, SyncClientError> =>
+    Effect.gen(function* () {
+      for (;;) {
+        const from = yield* startingPoint
+        const again = yield* follow(from, live)
+        if (!again) return
+        // Discard first: nothing of the old view stays visible while the new one arrives.
+        yield* forget
+        yield* SubscriptionRef.update(status, (s) => ({ ...s, resnapshots: s.resnapshots + 1 }))
+      }
+    })
+
+  const syncOnce = lock.withPermits(1)(cycle(false)).pipe(Effect.withSpan("SyncClient.syncOnce"))
+
+  const retry = options.retry ?? Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")))
+  const run = lock
+    .withPermits(1)(cycle(true))
+    .pipe(
+      Effect.retry({ schedule: retry, while: (e) => e._tag === "RpcClientError" }),
+      Effect.zipRight(Effect.never),
+      Effect.withSpan("SyncClient.run")
+    )
+
+  const live = (entity: string) => Stream.unwrap(Effect.as(Deferred.await(ready), store.watch(entity)))
+
+  return { store, status, syncOnce, run, live } satisfies SyncClientShape
+})
+
+export interface HttpOptions {
+  /** The sync RPC endpoint, e.g. `https://example.com/db/rpc`. */
+  readonly url: string
+  /** The bearer token, read for every request so it can be refreshed. */
+  readonly token: Effect.Effect<string>
+}
+
+/** The sync RPCs over streaming HTTP (NDJSON) with a bearer token. */
+export const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>
+  RpcClient.make(SyncRpcs).pipe(
+    Effect.provide(
+      RpcClient.layerProtocolHttp({
+        url: options.url,
+        transformClient: HttpClient.mapRequestEffect((request) =>
+          Effect.map(options.token, (token) => HttpClientRequest.bearerToken(request, token))
+        )
+      }).pipe(Layer.provide([RpcSerialization.layerNdjson, FetchHttpClient.layer]))
+    )
+  )
+
+export class SyncClient extends Context.Tag("@cairn/client/SyncClient")<SyncClient, SyncClientShape>() {
+  static readonly make = make
+  static readonly http = http
+  /** A client whose live loop runs in the background for the layer's lifetime. */
+  static readonly layer = (options: SyncClientOptions) =>
+    Layer.scoped(
+      SyncClient,
+      Effect.tap(make(options), (client) => Effect.forkScoped(client.run))
+    )
+}

@@ -1,0 +1,243 @@
+/**
+ * The sync engine every transport calls with a verified principal, its view and its
+ * database: snapshot pages of a scope, then the changes after a cursor, filtered
+ * through the principal's policy, caught up and then live until the caller stops.
+ */
+import { CursorKey, type View } from "@cairn/catalog"
+import {
+  CatalogChanged,
+  type ChangesRequest,
+  InvalidQuery,
+  type Principal,
+  type PublicError,
+  QueryBudgetExceeded,
+  resnapshot,
+  type ResnapshotReason,
+  type SnapshotPage,
+  type SnapshotRequest,
+  type SyncMessage,
+  type SyncRecord
+} from "@cairn/domain"
+import { type Database, Log } from "@cairn/store"
+import { Clock, Duration, Effect, Metric, Option, Stream } from "effect"
+import { replay } from "./internal/replay.js"
+import { rows } from "./internal/rows.js"
+import { type ResolvedScope, resolveScope } from "./internal/scope.js"
+import { readPage } from "./internal/snapshot.js"
+import { SyncConfig } from "./SyncConfig.js"
+import * as SyncCursor from "./SyncCursor.js"
+import * as SyncMetrics from "./SyncMetrics.js"
+
+const restartSnapshot = (why: string) =>
+  new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
+
+export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
+  effect: Effect.gen(function* () {
+    const sealer = yield* CursorKey
+    const config = yield* SyncConfig
+    /** When each database was last compacted (by opaque id), so compaction runs at most every `compactEvery`. */
+    const lastCompaction = new Map<string, number>()
+
+    const bindingOf = (principal: Principal, view: View, database: Database, scope: ResolvedScope) =>
+      Effect.map(
+        database.reader.unsafe<{ readonly installed_at: string }>(`SELECT installed_at FROM ${Log.installTable} WHERE id = 1`),
+        (found): SyncCursor.Binding => ({
+          subject: principal.subject,
+          database: SyncCursor.databaseDigest(principal.databaseKey, found[0]?.installed_at ?? ""),
+          scope: scope.scopeDigest,
+          access: scope.accessDigest,
+          catalogToken: view.token
+        })
+      )
+
+    /** Drops change payloads older than the retained history, at most every `compactEvery` per database. */
+    const compact = Effect.fn("Sync.compact")(function* (database: Database) {
+      const now = yield* Clock.currentTimeMillis
+      lastCompaction.set(database.id, now)
+      const position = yield* database.position
+      const through = position - config.retainedCommits
+      if (through <= 0) return 0
+      const dropped = yield* database.compact(through)
+      yield* Metric.incrementBy(SyncMetrics.compacted, dropped)
+      return dropped
+    })
+
+    const compactIfDue = (database: Database) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const last = lastCompaction.get(database.id)
+        if (last !== undefined && now - last < Duration.toMillis(config.compactEvery)) return
+        yield* compact(database)
+      })
+
+    /** One page of a snapshot of `request.scope`, as the principal may see it. */
+    const snapshot = Effect.fn("Sync.snapshot")(function* (
+      principal: Principal,
+      view: View,
+      database: Database,
+      request: SnapshotRequest
+    ) {
+      if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
+        return yield* new CatalogChanged({
+          message: "The catalog changed since the token in ifCatalog was issued. Call describe, then subscribe again.",
+          catalogToken: view.token
+        })
+      }
+      const scope = yield* resolveScope(view, request.scope)
+      const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
+      let continuation: SyncCursor.Continuation | undefined
+      if (request.after !== undefined) {
+        continuation = SyncCursor.openContinuation(sealer, request.after)
+        if (continuation === undefined || SyncCursor.mismatch(continuation, binding) !== undefined) {
+          return yield* restartSnapshot("This snapshot continuation is not valid for this caller, scope or catalog.")
+        }
+        if (continuation.entry >= scope.entries.length) return yield* restartSnapshot("This snapshot continuation is not valid.")
+      }
+      const reader = database.reader
+      const page = yield* Effect.orDie(
+        reader.withTransaction(
+          Effect.gen(function* () {
+            const start = continuation ? continuation.start : yield* Log.lastPosition(reader)
+            const lookups = rows(view.catalog, reader)
+            let entry = continuation?.entry ?? 0
+            let after = continuation?.after ?? null
+            const records: Array<SyncRecord> = []
+            let bytes = 0
+            while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes) {
+              const part = yield* readPage({
+                catalog: view.catalog,
+                reader,
+                rows: lookups,
+                entry: scope.entries[entry]!,
+                after,
+                maxRecords: config.pageRows - records.length,
+                maxBytes: config.pageBytes - bytes,
+                maxExamined: config.pageRows * 20
+              })
+              records.push(...part.records)
+              bytes += part.bytes
+              if (!part.exhausted) {
+                after = part.last
+                break
+              }
+              entry += 1
+              after = null
+            }
+            return { start, entry, after, records }
+          })
+        )
+      )
+      const sent = (continuation?.sent ?? 0) + page.records.length
+      if (sent > config.maxSnapshotRows) {
+        return yield* new QueryBudgetExceeded({
+          message: `This sync scope holds more than ${config.maxSnapshotRows} records. Narrow it with where filters or fewer entities.`,
+          limit: "snapshot size"
+        })
+      }
+      yield* Metric.increment(SyncMetrics.snapshotPages)
+      if (page.entry >= scope.entries.length) {
+        yield* Metric.update(SyncMetrics.snapshotRecords, sent)
+        const result: SnapshotPage = {
+          records: page.records,
+          checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: page.start })
+        }
+        return result
+      }
+      const result: SnapshotPage = {
+        records: page.records,
+        next: SyncCursor.sealContinuation(sealer, {
+          ...binding,
+          start: page.start,
+          entry: page.entry,
+          after: page.after,
+          sent
+        })
+      }
+      return result
+    })
+
+    interface Step {
+      readonly message: SyncMessage
+      readonly position: number
+      /** Commit time of the newest commit replayed, for the lag metric. */
+      readonly newest: string | undefined
+    }
+
+    /** Everything after `position` up to now, as one batch or a resnapshot, read in one transaction. */
+    const batch = (principal: Principal, view: View, database: Database, scope: ResolvedScope, binding: SyncCursor.Binding, position: number) => {
+      const reader = database.reader
+      const refuse = (reason: ResnapshotReason): Step => ({ message: resnapshot(reason), position, newest: undefined })
+      return Effect.orDie(
+        reader.withTransaction(
+          Effect.gen(function* () {
+            const last = yield* Log.lastPosition(reader)
+            const watermark = yield* Log.watermark(reader)
+            if (position < watermark) return refuse("history_compacted")
+            if (position > last) return refuse("cursor_mismatch")
+            if (last - position > config.maxReplayCommits) return refuse("history_compacted")
+            const commits = last === position ? [] : yield* Log.commitsAfter(reader, position, last - position)
+            const result = yield* replay({ catalog: view.catalog, scope, reader, commits, maxDependents: config.maxDependents })
+            if (result._tag === "AccessChanged") return refuse("access_changed")
+            const step: Step = {
+              message: {
+                _tag: "SyncBatch",
+                changes: result.changes,
+                checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: last })
+              },
+              position: last,
+              newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined
+            }
+            return step
+          })
+        )
+      ).pipe(Effect.withSpan("Sync.batch", { attributes: { "cairn.sync.from": position } }))
+    }
+
+    /**
+     * The changes after `request.cursor`: a resnapshot instruction when the cursor cannot
+     * be resumed, else batches (each ending with a new checkpoint), live until the
+     * caller disconnects unless `live` is false.
+     */
+    const changes = (
+      principal: Principal,
+      view: View,
+      database: Database,
+      request: ChangesRequest
+    ): Stream.Stream<SyncMessage, PublicError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          const scope = yield* resolveScope(view, request.scope)
+          const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
+          const cursor = SyncCursor.openCursor(sealer, request.cursor)
+          const reason = SyncCursor.mismatch(cursor, binding)
+          if (reason !== undefined) {
+            yield* SyncMetrics.countResnapshot(reason)
+            return Stream.make(resnapshot(reason))
+          }
+          yield* Metric.increment(SyncMetrics.resumes)
+          yield* Effect.forkScoped(Effect.ignoreLogged(compactIfDue(database)))
+          const live = request.live ?? true
+          const waitBeyond = (position: number) =>
+            database.committed.changes.pipe(
+              Stream.filter((p) => p > position),
+              Stream.runHead
+            )
+          type State = { readonly position: number; readonly first: boolean }
+          return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
+            Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
+              if (!state.first) yield* waitBeyond(state.position)
+              const step = yield* batch(principal, view, database, scope, binding, state.position)
+              if (step.message._tag === "Resnapshot") {
+                yield* SyncMetrics.countResnapshot(step.message.reason)
+                return [step.message, Option.none()] as const
+              }
+              if (!state.first && step.newest !== undefined) yield* SyncMetrics.recordLag(step.newest)
+              return [step.message, live ? Option.some({ position: step.position, first: false }) : Option.none()] as const
+            })
+          )
+        })
+      )
+
+    return { snapshot, changes, compact } as const
+  })
+}) {}

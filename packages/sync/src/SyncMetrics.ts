@@ -1,0 +1,37 @@
+/**
+ * Sync observability: resumes, resnapshots by public reason, snapshot sizes and the
+ * lag from commit to delivery. Tagged only with public values, never ids or keys.
+ */
+import type { ResnapshotReason } from "@cairn/domain"
+import { Effect, Metric, MetricBoundaries } from "effect"
+
+export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor" })
+
+export const resnapshots = Metric.counter("cairn_sync_resnapshots_total", {
+  description: "Resnapshot instructions sent, by public reason"
+})
+
+export const snapshotRecords = Metric.histogram(
+  "cairn_sync_snapshot_records",
+  MetricBoundaries.exponential({ start: 1, factor: 4, count: 12 }),
+  "Records in each completed snapshot"
+)
+
+export const snapshotPages = Metric.counter("cairn_sync_snapshot_pages_total", { description: "Snapshot pages served" })
+
+export const lagMillis = Metric.histogram(
+  "cairn_sync_lag_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
+  "Milliseconds from a commit to the delivery of the batch carrying it"
+)
+
+export const compacted = Metric.counter("cairn_sync_compacted_commits_total", {
+  description: "Commits whose change payloads compaction dropped"
+})
+
+export const countResnapshot = (reason: ResnapshotReason) => Metric.increment(Metric.tagged(resnapshots, "reason", reason))
+
+export const recordLag = (committedAt: string) =>
+  Effect.flatMap(Effect.clockWith((clock) => clock.currentTimeMillis), (now) =>
+    Metric.update(lagMillis, Math.max(0, now - Date.parse(committedAt)))
+  )

@@ -1,0 +1,128 @@
+/**
+ * Resolves a requested sync scope against a principal's view: each entity must be
+ * visible, and its optional filter may only use the entity's own visible fields (so a
+ * filter never reads through a relationship the client cannot see, and replaying a
+ * change needs no extra reads to decide it).
+ */
+import { type CompiledEntity, type CompiledField, digest, RowScope, type View } from "@cairn/catalog"
+import { type Filter, InvalidQuery, type Issue, type SyncScope, UnknownDefinition } from "@cairn/domain"
+import { Effect } from "effect"
+
+export interface ScopeEntry {
+  readonly entity: CompiledEntity
+  /** Fields the principal sees; every record sent carries only these (and `id`). */
+  readonly fields: ReadonlyArray<CompiledField>
+  readonly rowScope: RowScope.RowScope
+  /** The client's own narrowing filter, over the entity's own fields. */
+  readonly where: RowScope.ScopeFilter | undefined
+}
+
+export interface ResolvedScope {
+  readonly entries: ReadonlyArray<ScopeEntry>
+  readonly byEntity: ReadonlyMap<string, ScopeEntry>
+  /** Digest of the scope as requested: a cursor resumes only the scope it was issued for. */
+  readonly scopeDigest: string
+  /** Digest of what the principal may see of it: changes when roles or claims change the view. */
+  readonly accessDigest: string
+}
+
+const scalarFits = (field: CompiledField | undefined, value: unknown): boolean => {
+  const column = field?.column ?? "text"
+  switch (column) {
+    case "text":
+      return typeof value === "string"
+    case "integer":
+      return typeof value === "number" && Number.isSafeInteger(value)
+    case "real":
+      return typeof value === "number" && Number.isFinite(value)
+    case "boolean":
+      return typeof value === "boolean"
+  }
+}
+
+const idOperators = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
+
+const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: string, issues: Array<Issue>): void => {
+  switch (filter.op) {
+    case "and":
+    case "or":
+      filter.filters.forEach((f, i) => checkFilter(view, entity, f, `${at}/filters/${i}`, issues))
+      return
+    case "not":
+      checkFilter(view, entity, filter.filter, `${at}/filter`, issues)
+      return
+    default: {
+      if (filter.path.length !== 1) {
+        issues.push({ path: `${at}/path`, message: "a sync filter may only name a field of the entity itself, not a relationship path" })
+        return
+      }
+      const name = filter.path[0]!
+      const field = name === "id" ? undefined : view.field(entity.name, name)
+      if (name !== "id" && field === undefined) {
+        issues.push({ path: `${at}/path`, message: `${entity.name} has no field "${name}"` })
+        return
+      }
+      const operators = field?.operators ?? idOperators
+      if (!operators.includes(filter.op)) {
+        issues.push({ path: `${at}/op`, message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${operators.join(", ")})` })
+        return
+      }
+      if (filter.op === "isNull") return
+      const values = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value]
+      values.forEach((value, i) => {
+        if (!scalarFits(field, value) || (field?.literals !== undefined && !field.literals.includes(value as never))) {
+          issues.push({
+            path: `${at}/value${filter.op === "in" || filter.op === "notIn" ? `/${i}` : ""}`,
+            message: `${JSON.stringify(value)} is not a valid value for ${entity.name}.${name}${value === null ? " (use isNull)" : ""}`
+          })
+        }
+      })
+    }
+  }
+}
+
+/** Resolves `scope` for the principal whose view this is. */
+export const resolveScope = (view: View, scope: SyncScope): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> =>
+  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> => {
+    const entries: Array<ScopeEntry> = []
+    const issues: Array<Issue> = []
+    for (const [i, requested] of scope.entities.entries()) {
+      const entity = view.entity(requested.from.name)
+      // A hidden entity answers exactly like one that does not exist.
+      if (!entity) {
+        return Effect.fail(
+          new UnknownDefinition({ message: `No entity named "${requested.from.name}" is defined. Browse or search to find exact references.` })
+        )
+      }
+      if (entries.some((e) => e.entity.name === entity.name)) {
+        issues.push({ path: `/scope/entities/${i}/from`, message: `${entity.name} appears more than once; combine its filters with "or"` })
+        continue
+      }
+      if (requested.where !== undefined) checkFilter(view, entity, requested.where, `/scope/entities/${i}/where`, issues)
+      entries.push({ entity, fields: view.fields(entity), rowScope: view.rowScope(entity.name), where: requested.where })
+    }
+    if (issues.length > 0) return Effect.fail(new InvalidQuery({ message: "The sync scope is not valid.", issues }))
+    const scopeDigest = digest({ v: 1, scope })
+    const accessDigest = digest({
+      v: 1,
+      entries: entries.map((e) => ({ entity: e.entity.name, rows: e.rowScope, fields: e.fields.map((f) => f.name) }))
+    })
+    return Effect.succeed({ entries, byEntity: new Map(entries.map((e) => [e.entity.name, e])), scopeDigest, accessDigest })
+  })
+
+/** The record as the principal may see it: `id` and visible fields only. */
+export const strip = (entry: ScopeEntry, record: Readonly<Record<string, unknown>>): Record<string, unknown> => {
+  const out: Record<string, unknown> = { id: record["id"] }
+  for (const field of entry.fields) if (record[field.name] !== undefined) out[field.name] = record[field.name]
+  return out
+}
+
+/** The filter a record of this entry must satisfy, besides its row scope. */
+export const entryFilter = (entry: ScopeEntry): RowScope.RowScope =>
+  entry.rowScope._tag === "None"
+    ? RowScope.none
+    : entry.where === undefined
+      ? entry.rowScope
+      : entry.rowScope._tag === "All"
+        ? RowScope.where(entry.where)
+        : RowScope.where({ op: "and", filters: [entry.rowScope.filter, entry.where] })
