@@ -1,0 +1,107 @@
+/**
+ * `CairnClient`: the typed data plane (`DataRpcs`) over HTTP with a bearer token. Public
+ * errors arrive as the eight domain errors; front refusals (token, size, time, overload)
+ * and server failures as `TransportError`s — never as defects.
+ */
+import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
+import { RpcClient, RpcSerialization } from "@effect/rpc"
+import {
+  dataRpcPath,
+  DataRpcs,
+  type DescribeRequest,
+  type DescribeResult,
+  FrontErrorBody,
+  type MutateRequest,
+  type PublicError,
+  type QueryRequest,
+  type QueryResult,
+  type Receipt
+} from "@cairn/domain"
+import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
+import { fromFrontError, isTransportError, ServerFailure, type TransportError } from "./TransportError.js"
+
+export type Token = string | Redacted.Redacted<string>
+
+export interface CairnClientOptions {
+  /** The deployment's base URL, e.g. `http://127.0.0.1:8787`. */
+  readonly baseUrl: string
+  /** An access token for the resource `{baseUrl}/db`, or an effect yielding the current one (refreshed tokens). */
+  readonly token: Token | Effect.Effect<Token>
+}
+
+export interface CairnClientShape {
+  readonly describe: (request: DescribeRequest) => Effect.Effect<DescribeResult, PublicError | TransportError>
+  readonly query: (request: QueryRequest) => Effect.Effect<QueryResult, PublicError | TransportError>
+  /** Invokes one operation; reuse the same `invocationId` to retry the same intent. */
+  readonly mutate: (request: MutateRequest) => Effect.Effect<Receipt, PublicError | TransportError>
+}
+
+const decodeFrontError = Schema.decodeUnknown(FrontErrorBody)
+
+/** Non-2xx answers are front refusals: decode their JSON body into the typed error. */
+const refusal = (response: HttpClientResponse.HttpClientResponse) =>
+  Effect.flatMap(Effect.option(Effect.flatMap(response.json, decodeFrontError)), (body) =>
+    Effect.fail(fromFrontError(response.status, Option.getOrUndefined(body)))
+  )
+
+const transformClient =
+  (token: CairnClientOptions["token"]) =>
+  <E, R>(client: HttpClient.HttpClient.With<E, R>): HttpClient.HttpClient.With<E, R> =>
+    client.pipe(
+      HttpClient.mapRequestEffect((request) =>
+        Effect.map(Effect.isEffect(token) ? token : Effect.succeed(token), (t) => HttpClientRequest.bearerToken(request, t))
+      ),
+      HttpClient.transformResponse(
+        Effect.flatMap((response) => (response.status >= 200 && response.status < 300 ? Effect.succeed(response) : refusal(response)))
+      )
+      // The RPC protocol wraps whatever the HTTP client fails with; `run` below unwraps it.
+    ) as unknown as HttpClient.HttpClient.With<E, R>
+
+const make = Effect.gen(function* () {
+  const rpc = yield* RpcClient.make(DataRpcs)
+  const run = <A>(effect: Effect.Effect<A, PublicError | RpcClientErrorLike>): Effect.Effect<A, PublicError | TransportError> =>
+    effect.pipe(
+      Effect.catchIf(
+        (error): error is RpcClientErrorLike => error._tag === "RpcClientError",
+        (error) =>
+          Effect.fail(
+            isTransportError(error.cause) ? error.cause : new ServerFailure({ message: `The server could not be reached: ${error.message}.` })
+          )
+      ),
+      // The server replaces its own failures with a message naming the log reference.
+      Effect.catchAllDefect((defect) =>
+        Effect.fail(
+          new ServerFailure({ message: typeof defect === "string" ? defect : "The server answered with a failure this client cannot read." })
+        )
+      )
+    )
+  return CairnClient.of({
+    describe: (request) => run(rpc.Describe(request)),
+    query: (request) => run(rpc.Query(request)),
+    mutate: (request) => run(rpc.Mutate(request))
+  })
+})
+
+interface RpcClientErrorLike {
+  readonly _tag: "RpcClientError"
+  readonly message: string
+  readonly cause?: unknown
+}
+
+export class CairnClient extends Context.Tag("@cairn/client/CairnClient")<CairnClient, CairnClientShape>() {
+  /** A client over the given `HttpClient`. */
+  static readonly layer = (options: CairnClientOptions): Layer.Layer<CairnClient, never, HttpClient.HttpClient> =>
+    Layer.scoped(CairnClient, make).pipe(
+      Layer.provide(
+        RpcClient.layerProtocolHttp({
+          url: options.baseUrl.replace(/\/+$/, "") + dataRpcPath,
+          transformClient: transformClient(options.token)
+        })
+      ),
+      Layer.provide(RpcSerialization.layerJson)
+    )
+
+  /** A client over the platform's `fetch`. */
+  static readonly layerFetch = (options: CairnClientOptions): Layer.Layer<CairnClient> =>
+    CairnClient.layer(options).pipe(Layer.provide(FetchHttpClient.layer))
+}

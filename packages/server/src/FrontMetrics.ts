@@ -1,0 +1,54 @@
+/**
+ * The front's request metrics (Effect metrics, so any exporter can ship them): requests
+ * by route and status, their latency, and the outcome of every `/db` RPC (ok, a public
+ * error code, overloaded or defect). Labels never carry ids, tokens or payloads.
+ */
+import { Effect, Metric, MetricBoundaries, MetricState } from "effect"
+
+export const requests = Metric.counter("cairn_http_requests_total", {
+  description: "HTTP requests answered by the front, by route and status",
+  incremental: true
+})
+
+export const latency = Metric.histogram(
+  "cairn_http_request_duration_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
+  "Time from receiving a request to answering it, by route"
+)
+
+export const rpcOutcomes = Metric.counter("cairn_rpc_outcomes_total", {
+  description: "Outcomes of /db RPCs: ok, a public error code, overloaded or defect",
+  incremental: true
+})
+
+/** Records one answered request. Unmatched paths share one label so callers cannot grow the label set. */
+export const recordRequest = (route: string, status: number, millis: number) =>
+  Effect.zipRight(
+    Metric.increment(Metric.tagged(Metric.tagged(requests, "route", route), "status", String(status))),
+    Metric.update(Metric.tagged(latency, "route", route), millis)
+  )
+
+export const recordRpc = (rpc: string, outcome: string) =>
+  Metric.increment(Metric.tagged(Metric.tagged(rpcOutcomes, "rpc", rpc), "outcome", outcome))
+
+export interface MetricSample {
+  readonly name: string
+  readonly tags: Readonly<Record<string, string>>
+  readonly count: number
+  /** Histograms only: sum of the observed values. */
+  readonly sum?: number
+}
+
+/** The current value of every Cairn metric, for the test hooks. */
+export const snapshot: Effect.Effect<ReadonlyArray<MetricSample>> = Effect.map(Metric.snapshot, (pairs) =>
+  pairs
+    .filter((pair) => pair.metricKey.name.startsWith("cairn_"))
+    .flatMap((pair): ReadonlyArray<MetricSample> => {
+      const tags = Object.fromEntries(pair.metricKey.tags.map((t) => [t.key, t.value]))
+      const state = pair.metricState
+      if (MetricState.isCounterState(state)) return [{ name: pair.metricKey.name, tags, count: Number(state.count) }]
+      if (MetricState.isHistogramState(state)) return [{ name: pair.metricKey.name, tags, count: state.count, sum: state.sum }]
+      return []
+    })
+    .sort((a, b) => (a.name + JSON.stringify(a.tags) < b.name + JSON.stringify(b.tags) ? -1 : 1))
+)

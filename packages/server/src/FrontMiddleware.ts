@@ -1,0 +1,103 @@
+/**
+ * The front's global middleware, around every route: assigns the correlation id, caps
+ * request bodies and overall request time, turns failures into JSON refusals that carry
+ * the id, records metrics and logs one line per request — method, route pattern,
+ * status, duration and id; never tokens, query strings or payloads.
+ */
+import { HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { Correlation, requestIdHeader } from "./Correlation.js"
+import * as FrontMetrics from "./FrontMetrics.js"
+import { frontError, payloadTooLarge } from "./internal/frontError.js"
+import { Limits } from "./Limits.js"
+
+/** Label for requests no route matched: the raw path is caller text and is never logged. */
+const unmatched = "(unmatched)"
+
+const declaredLength = (request: HttpServerRequest.HttpServerRequest): number | undefined => {
+  const raw = request.headers["content-length"]
+  if (raw === undefined || !/^\d+$/.test(raw)) return undefined
+  return Number(raw)
+}
+
+/** A JSON refusal for a failed or defective route, logging what the caller must not see. */
+const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
+  Effect.gen(function* () {
+    const [response, stripped] = yield* HttpServerError.causeResponse(cause)
+    if (response.status >= 500 && !Cause.isInterruptedOnly(stripped)) {
+      yield* Effect.logError("request failed inside the server", stripped)
+    }
+    if (response.body._tag !== "Empty") return response
+    switch (response.status) {
+      case 404:
+        return frontError(404, { error: "not_found", message: "No route serves this method and path.", requestId })
+      case 400:
+        return frontError(400, { error: "invalid_request", message: "The request could not be read.", requestId })
+      default:
+        return response.status >= 500
+          ? frontError(response.status, {
+              error: "internal_error",
+              message: `The server failed while handling this request; it was logged as ${requestId}. Retry later, or report that reference.`,
+              requestId
+            })
+          : response
+    }
+  })
+
+export const FrontMiddleware = HttpLayerRouter.middleware(
+  Effect.gen(function* () {
+    const limits = yield* Limits
+    const timeout = Duration.millis(limits.requestTimeoutMs)
+
+    return (httpEffect): Effect.Effect<HttpServerResponse.HttpServerResponse, HttpLayerRouter.unhandled, HttpServerRequest.HttpServerRequest> =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const correlation = Correlation.make()
+        const requestId = correlation.id
+        const started = yield* Clock.currentTimeMillis
+
+        return yield* Effect.useSpan("http.front", { kind: "server" }, (span) => {
+          const route = () => {
+            const matched = span.attributes.get("http.route")
+            return typeof matched === "string" ? matched : unmatched
+          }
+          const finish = (status: number) =>
+            Effect.gen(function* () {
+              const millis = (yield* Clock.currentTimeMillis) - started
+              yield* FrontMetrics.recordRequest(route(), status, millis)
+              yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`)
+            })
+
+          const answer = Effect.gen(function* () {
+            const length = declaredLength(request)
+            if (length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+            const outcome = yield* httpEffect.pipe(
+              Effect.provideService(Correlation, correlation),
+              HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
+              Effect.withParentSpan(span),
+              Effect.exit,
+              // Disconnected: the deadline holds even while the route is in an uninterruptible step.
+              Effect.disconnect,
+              Effect.timeoutOption(timeout)
+            )
+            if (Option.isNone(outcome)) {
+              return frontError(504, {
+                error: "timeout",
+                message: `The request did not complete within ${limits.requestTimeoutMs} ms and was abandoned. A mutation may still commit: repeat it with the same invocationId to learn its outcome.`,
+                requestId
+              })
+            }
+            return Exit.isSuccess(outcome.value) ? outcome.value.value : yield* fromCause(outcome.value.cause, requestId)
+          })
+
+          return answer.pipe(
+            Effect.map((response) => HttpServerResponse.setHeader(response, requestIdHeader, requestId)),
+            Effect.tap((response) => finish(response.status)),
+            // A caller that hangs up interrupts the whole request; it still gets its log line.
+            Effect.onInterrupt(() => finish(499))
+          )
+        }).pipe(Effect.annotateLogs("requestId", requestId))
+      })
+  }),
+  { global: true }
+)
