@@ -1,0 +1,284 @@
+import { assert, describe, it } from "@effect/vitest"
+import { Chunk, Effect, Fiber, Metric, Stream } from "effect"
+import { View } from "@cairn/catalog"
+import type { SyncMessage, SyncScope } from "@cairn/domain"
+import { Log, Position } from "@cairn/store"
+import { Sync, SyncMetrics } from "@cairn/sync"
+import { applyBatch, changesOnce, engineLayer, snapshotAll } from "./support/harness.js"
+import { database, everything, idOf, run, tempDir, viewOf, visibleTo, who } from "./support/tracker.js"
+
+const alice = who("alice")
+const bob = who("bob")
+const carol = who("carol")
+const erin = who("erin", { roles: ["admin"] })
+
+const withEngine = <A, E, R>(effect: Effect.Effect<A, E, R>, config: Parameters<typeof engineLayer>[1] = {}) =>
+  Effect.flatMap(tempDir, (dir) => Effect.provide(effect, engineLayer(dir, config)))
+
+/** Two projects: P1 (alice owner, carol viewer) with a task and a comment, P2 (bob) with a task. */
+const seed = Effect.gen(function* () {
+  const p1 = idOf(yield* run(alice, "Project", "create", { name: "Apollo" }))
+  const p2 = idOf(yield* run(bob, "Project", "create", { name: "Borealis" }))
+  const carolMember = idOf(yield* run(alice, "Member", "add", { projectId: p1, subject: "carol", role: "viewer", email: "carol@example.com" }))
+  const t1 = idOf(yield* run(alice, "Task", "create", { projectId: p1, title: "Launch" }))
+  const t2 = idOf(yield* run(bob, "Task", "create", { projectId: p2, title: "Secret" }))
+  const c1 = idOf(yield* run(alice, "Comment", "add", { taskId: t1, body: "Go" }))
+  return { p1, p2, carolMember, t1, t2, c1 }
+})
+
+const kinds = (messages: ReadonlyArray<SyncMessage>) =>
+  messages.flatMap((m) => (m._tag === "SyncBatch" ? m.changes.map((c) => `${c._tag} ${c.entity}/${c.id}`) : [`Resnapshot ${m.reason}`]))
+
+const tasksOnly: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" } }] }
+
+describe("snapshot", () => {
+  it.scoped("pages hold exactly what the principal may see, with hidden fields stripped", () =>
+    withEngine(
+      Effect.gen(function* () {
+        yield* seed
+        const db = yield* database()
+        const snap = yield* snapshotAll(db, carol)
+        assert.isAbove(snap.pages.length, 2)
+        for (const page of snap.pages) assert.isAtMost(page.records.length, 2)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
+        assert.deepStrictEqual(
+          [...snap.records.keys()].map((k) => k.split("/")[0]).sort(),
+          ["Comment", "Member", "Member", "Project", "Task"]
+        )
+        for (const [key, record] of snap.records) if (key.startsWith("Member/")) assert.notProperty(record, "email")
+        assert.strictEqual(snap.checkpoint.subject, "carol")
+        assert.strictEqual(snap.checkpoint.position, Position.encode(6))
+        assert.notInclude(snap.checkpoint.database, "org-acme")
+
+        const admin = yield* snapshotAll(db, erin)
+        assert.deepStrictEqual(admin.records, yield* visibleTo(db, erin))
+        assert.strictEqual(admin.records.size, 8)
+        assert.isTrue([...admin.records].some(([k, r]) => k.startsWith("Member/") && r["email"] === "carol@example.com"))
+      }),
+      { pageRows: 2 }
+    ))
+
+  it.scoped("a filtered scope holds only matching records; filters are checked against the view", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1, t1 } = yield* seed
+        yield* run(alice, "Task", "create", { projectId: p1, title: "Done soon" })
+        yield* run(alice, "Task", "complete", {}, t1)
+        const db = yield* database()
+        const open: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" }, where: { op: "eq", path: ["status"], value: "open" } }] }
+        const snap = yield* snapshotAll(db, carol, open)
+        assert.deepStrictEqual([...snap.records.values()].map((r) => r["title"]), ["Done soon"])
+
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        const attempt = (scope: SyncScope) => Effect.flip(sync.snapshot(carol, view, db, { scope }))
+        const unknown = yield* attempt({ entities: [{ from: { kind: "entity", name: "Nope" } }] })
+        assert.strictEqual(unknown._tag, "UnknownDefinition")
+        const hidden = yield* attempt({ entities: [{ from: { kind: "entity", name: "Member" }, where: { op: "eq", path: ["email"], value: "x@y.z" } }] })
+        const missing = yield* attempt({ entities: [{ from: { kind: "entity", name: "Member" }, where: { op: "eq", path: ["phone"], value: "x@y.z" } }] })
+        assert.strictEqual(hidden._tag, "InvalidQuery")
+        // A hidden field reads exactly like a field that does not exist.
+        assert.strictEqual(
+          JSON.stringify(hidden).replace("email", "FIELD"),
+          JSON.stringify(missing).replace("phone", "FIELD")
+        )
+        const through = yield* attempt({ entities: [{ from: { kind: "entity", name: "Task" }, where: { op: "eq", path: ["project", "name"], value: "Apollo" } }] })
+        assert.strictEqual(through._tag, "InvalidQuery")
+        const twice = yield* attempt({ entities: [{ from: { kind: "entity", name: "Task" } }, { from: { kind: "entity", name: "Task" } }] })
+        assert.strictEqual(twice._tag, "InvalidQuery")
+        const stale = yield* Effect.flip(sync.snapshot(carol, view, db, { scope: tasksOnly, ifCatalog: "stale" }))
+        assert.strictEqual(stale._tag, "CatalogChanged")
+      })
+    ))
+
+  it.scoped("continuations are sealed and bound to the caller; the snapshot size limit holds", () =>
+    withEngine(
+      Effect.gen(function* () {
+        yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        const first = yield* sync.snapshot(carol, view, db, { scope: everything })
+        assert.isString(first.next)
+        const tampered = first.next!.slice(0, -2) + (first.next!.endsWith("A") ? "BB" : "AA")
+        assert.strictEqual((yield* Effect.flip(sync.snapshot(carol, view, db, { scope: everything, after: tampered })))._tag, "InvalidQuery")
+        const stolen = yield* Effect.flip(sync.snapshot(bob, yield* viewOf(bob), db, { scope: everything, after: first.next! }))
+        assert.strictEqual(stolen._tag, "InvalidQuery")
+        const otherScope = yield* Effect.flip(sync.snapshot(carol, view, db, { scope: tasksOnly, after: first.next! }))
+        assert.strictEqual(otherScope._tag, "InvalidQuery")
+
+        const tooBig = yield* Effect.flip(snapshotAll(db, erin))
+        assert.strictEqual(tooBig._tag, "QueryBudgetExceeded")
+        assert.strictEqual((tooBig as { limit: string }).limit, "snapshot size")
+      }),
+      { pageRows: 2, maxSnapshotRows: 5 }
+    ))
+})
+
+describe("changes", () => {
+  it.scoped("a resume delivers exactly the authorized changes, in one batch with a new checkpoint", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1, p2, t1, t2 } = yield* seed
+        const db = yield* database()
+        const snap = yield* snapshotAll(db, carol)
+        const resumesBefore = (yield* Metric.value(SyncMetrics.resumes)).count
+
+        yield* run(alice, "Task", "rename", { title: "Launch!" }, t1)
+        yield* run(bob, "Task", "rename", { title: "Still secret" }, t2)
+        const t3 = idOf(yield* run(alice, "Task", "create", { projectId: p1, title: "Leaves" }))
+        yield* run(alice, "Task", "move", { projectId: p2 }, t3)
+        yield* run(bob, "Task", "move", { projectId: p1 }, t2)
+        const dave = idOf(yield* run(alice, "Member", "add", { projectId: p1, subject: "dave", role: "editor", email: "dave@example.com" }))
+        const c2 = idOf(yield* run(alice, "Comment", "add", { taskId: t1, body: "Soon" }))
+        yield* run(erin, "Project", "archive", {}, p2)
+
+        const messages = yield* changesOnce(db, carol, snap.checkpoint.cursor)
+        assert.strictEqual(messages.length, 1)
+        // t3 entered and left within the range: the client never learns of it.
+        assert.deepStrictEqual(kinds(messages), [`Upsert Task/${t1}`, `Upsert Task/${t2}`, `Upsert Member/${dave}`, `Upsert Comment/${c2}`])
+        const batch = messages[0]!
+        assert.strictEqual(batch._tag, "SyncBatch")
+        if (batch._tag !== "SyncBatch") return
+        assert.notProperty(batch.changes.find((c) => c.id === dave && c._tag === "Upsert")!, "email")
+        assert.notProperty((batch.changes.find((c) => c.id === dave)! as { record: object }).record, "email")
+        assert.strictEqual(batch.checkpoint.position, Position.encode(14))
+        applyBatch(snap.records, batch)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
+        assert.strictEqual((yield* Metric.value(SyncMetrics.resumes)).count, resumesBefore + 1)
+
+        // Leaving the view is a removal; nothing new is an empty batch at the same position.
+        yield* run(erin, "Task", "move", { projectId: p2 }, t2)
+        const leave = yield* changesOnce(db, carol, batch.checkpoint.cursor)
+        assert.deepStrictEqual(kinds(leave), [`Remove Task/${t2}`])
+        const idle = yield* changesOnce(db, carol, (leave[0] as { checkpoint: { cursor: string } }).checkpoint.cursor)
+        assert.deepStrictEqual(kinds(idle), [])
+        assert.strictEqual((idle[0] as { checkpoint: { position: string } }).checkpoint.position, Position.encode(15))
+
+        // Moving a task that has comments changes what its untouched comments mean: resnapshot.
+        yield* run(alice, "Task", "move", { projectId: p2 }, t1)
+        assert.deepStrictEqual(kinds(yield* changesOnce(db, carol, (idle[0] as { checkpoint: { cursor: string } }).checkpoint.cursor)), [
+          "Resnapshot access_changed"
+        ])
+      })
+    ))
+
+  it.scoped("a cursor resumes only for its principal, database, scope, catalog and access", () =>
+    withEngine(
+      Effect.gen(function* () {
+        yield* seed
+        const db = yield* database()
+        const snap = yield* snapshotAll(db, carol)
+        const cursor = snap.checkpoint.cursor
+        const reason = (messages: ReadonlyArray<SyncMessage>) => (messages.length === 1 && messages[0]!._tag === "Resnapshot" ? messages[0]!.reason : "none")
+
+        assert.strictEqual(reason(yield* changesOnce(db, bob, cursor)), "cursor_mismatch")
+        const otherOrg = who("carol", { org: "org-other" })
+        assert.strictEqual(reason(yield* changesOnce(yield* database("org-other"), otherOrg, cursor)), "cursor_mismatch")
+        assert.strictEqual(reason(yield* changesOnce(db, carol, cursor, tasksOnly)), "cursor_mismatch")
+        assert.strictEqual(reason(yield* changesOnce(db, carol, cursor.slice(0, -3) + "AAA")), "cursor_mismatch")
+        assert.strictEqual(reason(yield* changesOnce(db, who("carol", { roles: ["admin"] }), cursor)), "access_changed")
+        const view = yield* viewOf(carol)
+        const changedCatalog = new View(view.catalog.withPolicyDigest("another policy"), view.rules)
+        assert.strictEqual(reason(yield* changesOnce(db, carol, cursor, everything, changedCatalog)), "catalog_changed")
+        assert.strictEqual(reason(yield* changesOnce(db, carol, cursor)), "none")
+        const counted = yield* Metric.value(Metric.tagged(SyncMetrics.resnapshots, "reason", "cursor_mismatch"))
+        assert.isAtLeast(counted.count, 4)
+      })
+    ))
+
+  it.scoped("the principal's own membership change resnapshots; other members' changes do not", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1, p2, carolMember } = yield* seed
+        const db = yield* database()
+        const snap = yield* snapshotAll(db, carol)
+        let cursor = snap.checkpoint.cursor
+        const step = Effect.gen(function* () {
+          const messages = yield* changesOnce(db, carol, cursor)
+          const last = messages[messages.length - 1]!
+          if (last._tag === "SyncBatch") {
+            applyBatch(snap.records, last)
+            cursor = last.checkpoint.cursor
+          }
+          return messages
+        })
+
+        yield* run(alice, "Member", "add", { projectId: p1, subject: "dave", role: "viewer", email: "d@example.com" })
+        yield* run(bob, "Member", "add", { projectId: p2, subject: "frank", role: "viewer", email: "f@example.com" })
+        yield* run(alice, "Member", "setRole", { role: "editor" }, carolMember)
+        const routine = yield* step
+        assert.strictEqual(routine[0]!._tag, "SyncBatch")
+        assert.strictEqual(kinds(routine).length, 2)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
+
+        yield* run(alice, "Member", "remove", {}, carolMember)
+        const revoked = yield* step
+        assert.deepStrictEqual(kinds(revoked), ["Resnapshot access_changed"])
+        const again = yield* snapshotAll(db, carol)
+        assert.deepStrictEqual([...again.records.keys()], [])
+
+        yield* run(bob, "Member", "add", { projectId: p2, subject: "carol", role: "viewer", email: "c@example.com" })
+        assert.deepStrictEqual(kinds(yield* changesOnce(db, carol, again.checkpoint.cursor)), ["Resnapshot access_changed"])
+        const granted = yield* snapshotAll(db, carol)
+        assert.isTrue([...granted.records.values()].some((r) => r["name"] === "Borealis"))
+        assert.deepStrictEqual(granted.records, yield* visibleTo(db, carol))
+      })
+    ))
+
+  it.scoped("compaction keeps positions and receipts but sends older cursors to a resnapshot", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1 } = yield* seed
+        const db = yield* database()
+        const old = yield* snapshotAll(db, carol)
+        for (let i = 0; i < 5; i++) yield* run(alice, "Task", "rename", { title: `Launch ${i}` }, t1)
+        const recent = yield* snapshotAll(db, carol)
+        yield* run(alice, "Task", "rename", { title: "Launch final" }, t1)
+        const sync = yield* Sync
+        const before = yield* Effect.orDie(db.reader.unsafe<{ position: number; receipt: string }>(`SELECT position, receipt FROM _cairn_commits ORDER BY position`))
+        const receipts = yield* Effect.orDie(db.reader.unsafe<{ receipt: string }>(`SELECT receipt FROM _cairn_receipts ORDER BY position`))
+        assert.strictEqual(yield* sync.compact(db), 10)
+        assert.strictEqual(yield* Effect.orDie(Log.watermark(db.reader)), 10)
+        const after = yield* Effect.orDie(db.reader.unsafe<{ position: number; receipt: string; changes: string }>(`SELECT position, receipt, changes FROM _cairn_commits ORDER BY position`))
+        assert.deepStrictEqual(after.map((r) => ({ position: r.position, receipt: r.receipt })), before)
+        assert.deepStrictEqual(after.map((r) => r.changes === "[]"), [...Array(10).fill(true), false, false])
+        assert.deepStrictEqual(yield* Effect.orDie(db.reader.unsafe(`SELECT receipt FROM _cairn_receipts ORDER BY position`)), receipts)
+
+        const compactedBefore = (yield* Metric.value(Metric.tagged(SyncMetrics.resnapshots, "reason", "history_compacted"))).count
+        assert.deepStrictEqual(kinds(yield* changesOnce(db, carol, old.checkpoint.cursor)), ["Resnapshot history_compacted"])
+        assert.strictEqual((yield* Metric.value(Metric.tagged(SyncMetrics.resnapshots, "reason", "history_compacted"))).count, compactedBefore + 1)
+        const fresh = yield* changesOnce(db, carol, recent.checkpoint.cursor)
+        assert.deepStrictEqual(kinds(fresh), [`Upsert Task/${t1}`])
+      }),
+      { retainedCommits: 2 }
+    ))
+
+  it.scoped("a live stream delivers each commit as it happens until the caller stops", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1, t2 } = yield* seed
+        const db = yield* database()
+        const snap = yield* snapshotAll(db, carol)
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        const lagBefore = (yield* Metric.value(SyncMetrics.lagMillis)).count
+        const fiber = yield* sync.changes(carol, view, db, { scope: everything, cursor: snap.checkpoint.cursor }).pipe(
+          Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(9)),
+          Stream.runCollect,
+          Effect.fork
+        )
+        yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
+        yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
+        yield* run(alice, "Task", "complete", {}, t1)
+        const messages = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+        assert.strictEqual(messages[0]!._tag, "SyncBatch")
+        const all = kinds(messages)
+        assert.deepStrictEqual(all.filter((k) => k.includes(t2)), [])
+        assert.includeMembers(all, [`Upsert Task/${t1}`])
+        for (const m of messages) applyBatch(snap.records, m)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
+        assert.isAbove((yield* Metric.value(SyncMetrics.lagMillis)).count, lagBefore)
+      })
+    ))
+})

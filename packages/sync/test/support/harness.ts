@@ -1,0 +1,101 @@
+/**
+ * Drives the sync engine the way a client would, without a transport: snapshot all
+ * pages, resume from a checkpoint, apply batches to an in-memory copy, follow
+ * resnapshot instructions. Tests compare the copy with the oracle.
+ */
+import { CursorKey, View } from "@cairn/catalog"
+import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
+import type { Database } from "@cairn/store"
+import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
+import { Chunk, Effect, Layer, Redacted, Stream } from "effect"
+import { everything, storeLayer, viewOf } from "./tracker.js"
+
+export const secret = Redacted.make("sync-test-secret-0123456789abcdef")
+
+/** The store over `dataDir` and the sync engine with `config`. */
+export const engineLayer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
+  Layer.merge(
+    storeLayer(dataDir),
+    Sync.Default.pipe(Layer.provide([CursorKey.layer(secret), SyncConfig.layer(config)]))
+  )
+
+export interface Snapshot {
+  readonly records: Map<string, Record<string, unknown>>
+  readonly checkpoint: SyncCheckpoint
+  readonly pages: ReadonlyArray<SnapshotPage>
+}
+
+export const snapshotAll = (database: Database, principal: Principal, scope: SyncScope = everything, view?: View) =>
+  Effect.gen(function* () {
+    const sync = yield* Sync
+    const v = view ?? (yield* viewOf(principal))
+    const records = new Map<string, Record<string, unknown>>()
+    const pages: Array<SnapshotPage> = []
+    let after: string | undefined
+    for (;;) {
+      const page = yield* sync.snapshot(principal, v, database, { scope, ...(after !== undefined ? { after } : {}) })
+      pages.push(page)
+      for (const r of page.records) records.set(`${r.entity}/${r.id}`, { ...r.record })
+      if (page.checkpoint) return { records, checkpoint: page.checkpoint, pages } satisfies Snapshot
+      after = page.next!
+    }
+  })
+
+/** The messages of one non-live changes request. */
+export const changesOnce = (database: Database, principal: Principal, cursor: string, scope: SyncScope = everything, view?: View) =>
+  Effect.gen(function* () {
+    const sync = yield* Sync
+    const v = view ?? (yield* viewOf(principal))
+    return Chunk.toReadonlyArray(yield* Stream.runCollect(sync.changes(principal, v, database, { scope, cursor, live: false })))
+  })
+
+export const applyBatch = (records: Map<string, Record<string, unknown>>, message: SyncMessage) => {
+  if (message._tag !== "SyncBatch") throw new Error(`expected a batch, got ${JSON.stringify(message)}`)
+  for (const change of message.changes) {
+    if (change._tag === "Upsert") records.set(`${change.entity}/${change.id}`, { ...change.record })
+    else records.delete(`${change.entity}/${change.id}`)
+  }
+}
+
+/** A client in memory: its records and checkpoint, kept current by `catchUp`. */
+export interface MemoryClient {
+  readonly principal: Principal
+  readonly scope: SyncScope
+  records: Map<string, Record<string, unknown>>
+  checkpoint: SyncCheckpoint | undefined
+  resnapshots: Array<string>
+}
+
+export const memoryClient = (principal: Principal, scope: SyncScope = everything): MemoryClient => ({
+  principal,
+  scope,
+  records: new Map(),
+  checkpoint: undefined,
+  resnapshots: []
+})
+
+/** Snapshot when needed, then resume until caught up, following resnapshot instructions. */
+export const catchUp = (database: Database, client: MemoryClient) =>
+  Effect.gen(function* () {
+    for (let attempt = 0; attempt < 5; attempt++) {
+      if (client.checkpoint === undefined) {
+        const snap = yield* snapshotAll(database, client.principal, client.scope)
+        client.records = snap.records
+        client.checkpoint = snap.checkpoint
+      }
+      const messages = yield* changesOnce(database, client.principal, client.checkpoint.cursor, client.scope)
+      const last = messages[messages.length - 1]!
+      if (last._tag === "Resnapshot") {
+        client.resnapshots.push(last.reason)
+        client.records = new Map()
+        client.checkpoint = undefined
+        continue
+      }
+      for (const m of messages) applyBatch(client.records, m)
+      client.checkpoint = last.checkpoint
+      return
+    }
+    return yield* Effect.dieMessage(`no convergence after 5 resnapshots: ${client.resnapshots.join(", ")}`)
+  })
+
+export const fullView = (view: View) => View.full(view.catalog)

@@ -1,0 +1,199 @@
+/**
+ * The tracker for sync tests: its entities and operations plus three test-only ones
+ * (remove a member, change a member's role, move a task), simple handlers, its real
+ * policy, a store over a temp directory, and an oracle: what a principal may see,
+ * computed from the database with the policy evaluator alone.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type Catalog, compile, Operation, RootSchema, View } from "@cairn/catalog"
+import { type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
+import { inScopeEffect, Policy } from "@cairn/policy"
+import { type Database, Databases, Handler, Handlers, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import * as T from "@cairn/tracker"
+import { Effect, Layer, Schema } from "effect"
+import { v7 as uuidv7 } from "uuid"
+
+const Empty = Schema.Struct({})
+
+export const MemberRemove = Operation.make({
+  owner: T.Member,
+  name: "remove",
+  description: "Remove the target membership (test only).",
+  targeted: true,
+  input: Empty,
+  output: Empty
+})
+export const MemberSetRole = Operation.make({
+  owner: T.Member,
+  name: "setRole",
+  description: "Change the role of the target membership (test only).",
+  targeted: true,
+  input: Schema.Struct({ role: Schema.Literal("owner", "editor", "viewer") }),
+  output: Empty
+})
+export const TaskMove = Operation.make({
+  owner: T.Task,
+  name: "move",
+  description: "Move the target task to another project (test only).",
+  targeted: true,
+  input: Schema.Struct({ projectId: Schema.String }),
+  output: Empty
+})
+export const LabelCreate = Operation.make({
+  owner: T.Label,
+  name: "create",
+  description: "Create a label (test only).",
+  targeted: false,
+  input: Schema.Struct({ projectId: Schema.String, name: Schema.String, color: Schema.String }),
+  output: T.Created
+})
+
+const entities = [T.Project, T.Member, T.Task, T.Comment, T.Label] as const
+const operations = [
+  T.ProjectCreate,
+  T.ProjectArchive,
+  T.MemberAdd,
+  MemberRemove,
+  MemberSetRole,
+  T.TaskCreate,
+  T.TaskRename,
+  T.TaskComplete,
+  T.TaskReopen,
+  T.TaskAssign,
+  TaskMove,
+  T.CommentAdd,
+  T.CommentEdit,
+  LabelCreate
+] as const
+
+export const root = RootSchema.make("tracker", { traits: [T.Timestamped, T.Authored], entities: [...entities], operations: [...operations] })
+
+const stamp = (now: string) => ({ createdAt: now, updatedAt: now })
+
+type Ctx = Handler.HandlerContext
+
+// Typed loosely: `Handlers.make` over several owners crosses owner and operation names.
+export const handlers: Handlers.Handlers = {
+    "Project.create": ({ input, tx, principal, now }: Ctx) =>
+      Effect.gen(function* () {
+        const id = yield* tx.insert("Project", {
+          name: input.name,
+          ...(input.description !== undefined ? { description: input.description } : {}),
+          archived: false,
+          ...stamp(now)
+        })
+        yield* tx.insert("Member", { projectId: id, subject: principal.subject, role: "owner", ...stamp(now) })
+        return { id }
+      }),
+    "Project.archive": ({ target, tx, now }: Ctx) =>
+      target.archived ? Handler.reject("This project is already archived.") : Effect.as(tx.patch("Project", target.id, { archived: true, updatedAt: now }), {}),
+    "Member.add": ({ input, tx, now }: Ctx) =>
+      Effect.gen(function* () {
+        const existing = yield* tx.findBy("Member", { projectId: input.projectId, subject: input.subject })
+        if (existing.length > 0) return yield* Handler.reject("This subject is already a member of the project.")
+        return { id: yield* tx.insert("Member", { ...input, ...stamp(now) }) }
+      }),
+    "Member.remove": ({ target, tx }: Ctx) => Effect.as(tx.delete("Member", target.id), {}),
+    "Member.setRole": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Member", target.id, { role: input.role, updatedAt: now }), {}),
+    "Task.create": ({ input, tx, now }: Ctx) =>
+      Effect.map(tx.insert("Task", { ...input, status: "open", ...stamp(now) }), (id) => ({ id })),
+    "Task.rename": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { title: input.title, updatedAt: now }), {}),
+    "Task.complete": ({ target, tx, now }: Ctx) =>
+      target.status === "done" ? Handler.reject("Already done.") : Effect.as(tx.patch("Task", target.id, { status: "done", updatedAt: now }), {}),
+    "Task.reopen": ({ target, tx, now }: Ctx) =>
+      target.status === "open" ? Handler.reject("Already open.") : Effect.as(tx.patch("Task", target.id, { status: "open", updatedAt: now }), {}),
+    "Task.assign": ({ input, target, tx, now }: Ctx) =>
+      Effect.as(tx.patch("Task", target.id, { assigneeId: input.assigneeId, updatedAt: now }), {}),
+    "Task.move": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { projectId: input.projectId, updatedAt: now }), {}),
+    "Comment.add": ({ input, tx, principal, now }: Ctx) =>
+      Effect.map(tx.insert("Comment", { ...input, authorId: principal.subject, ...stamp(now) }), (id) => ({ id })),
+    "Comment.edit": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Comment", target.id, { body: input.body, updatedAt: now }), {}),
+    "Label.create": ({ input, tx, now }: Ctx) => Effect.map(tx.insert("Label", { ...input, ...stamp(now) }), (id) => ({ id }))
+}
+
+export interface Tracker {
+  readonly catalog: Catalog
+  readonly policy: Policy.CompiledPolicy
+}
+
+export const tracker: Effect.Effect<Tracker> = Effect.gen(function* () {
+  const catalog = yield* compile(root)
+  const policy = yield* Policy.compile(catalog, T.trackerPolicy)
+  return { catalog: policy.catalog, policy }
+}).pipe(Effect.orDie, Effect.cached, Effect.runSync)
+
+/** A temp directory removed with the scope. */
+export const tempDir = Effect.acquireRelease(
+  Effect.sync(() => mkdtempSync(join(tmpdir(), "cairn-sync-"))),
+  (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
+)
+
+/** `Databases` over the test tracker in `dataDir`. */
+export const storeLayer = (dataDir: string) =>
+  Databases.Default.pipe(
+    Layer.provide(StoreConfig.layer({ dataDir })),
+    Layer.provide(OperationCatalog.layer(Effect.map(tracker, (t) => t.catalog), handlers))
+  )
+
+export const ORG = "org-acme"
+
+export const who = (subject: string, options: { readonly roles?: ReadonlyArray<string>; readonly org?: string } = {}) =>
+  new Principal({ subject, roles: options.roles ?? [], claims: {}, scopes: [], databaseKey: options.org ?? ORG })
+
+export const viewOf = (principal: Principal) => Effect.map(tracker, (t) => t.policy.view(principal))
+
+/** Runs one operation as `principal`, bypassing policy (tests set up data freely). */
+export const run = (principal: Principal, owner: string, name: string, input: unknown, target?: string) =>
+  Effect.gen(function* () {
+    const { catalog } = yield* tracker
+    const request: MutateRequest = {
+      operation: operationRef(owner, name),
+      input,
+      invocationId: uuidv7(),
+      ...(target !== undefined ? { target: { kind: "entity", entity: owner, id: target } } : {})
+    }
+    return yield* mutate({ view: View.full(catalog), principal, request })
+  }).pipe(Effect.orDie)
+
+export const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
+
+export const everything: SyncScope = {
+  entities: ["Project", "Member", "Task", "Comment", "Label"].map((name) => ({ from: { kind: "entity" as const, name } }))
+}
+
+/**
+ * The oracle: every record of the scope's entities `principal` may read, with only
+ * the fields they see, keyed `entity/id`, computed from the current rows.
+ */
+export const visibleTo = (database: Database, principal: Principal, scope: SyncScope = everything) =>
+  Effect.gen(function* () {
+    const { catalog, policy } = yield* tracker
+    const view = policy.view(principal)
+    const lookup = (entity: string, field: string, value: unknown) =>
+      Effect.map(
+        database.reader.unsafe<Record<string, unknown>>(
+          `SELECT * FROM ${Layout.tableName(entity)} WHERE ${Layout.quote(field)} = ?`,
+          [typeof value === "boolean" ? (value ? 1 : 0) : value]
+        ),
+        (rows) => rows.map((r) => Layout.decodeRecord(catalog.entity(entity)!, r))
+      )
+    const out = new Map<string, Record<string, unknown>>()
+    for (const { from } of scope.entities) {
+      const entity = view.entity(from.name)
+      if (!entity) continue
+      const rows = yield* database.reader.unsafe<Record<string, unknown>>(`SELECT * FROM ${Layout.tableName(entity)}`)
+      for (const row of rows) {
+        const record = Layout.decodeRecord(entity, row)
+        if (!(yield* inScopeEffect(catalog, entity.name, view.rowScope(entity.name), record, lookup))) continue
+        const visible: Record<string, unknown> = { id: record["id"] }
+        for (const f of view.fields(entity)) if (record[f.name] !== undefined) visible[f.name] = record[f.name]
+        out.set(`${entity.name}/${record["id"] as string}`, visible)
+      }
+    }
+    return out
+  }).pipe(Effect.orDie)
+
+/** The database of `org` for the life of the scope. */
+export const database = (org = ORG) => Effect.flatMap(Databases, (d) => d.activate(org)).pipe(Effect.orDie)
