@@ -76,8 +76,10 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
               HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
               Effect.withParentSpan(span),
               Effect.exit,
-              // Disconnected: the deadline holds even while the route is in an uninterruptible step.
+              // The server runs middleware uninterruptibly; the route itself may be cut off, and
+              // disconnected, so the deadline holds even while it is in an uninterruptible step.
               Effect.disconnect,
+              Effect.interruptible,
               Effect.timeoutOption(timeout)
             )
             if (Option.isNone(outcome)) {

@@ -1,0 +1,194 @@
+// A real front for the transport tests: NodeHttpServer on 127.0.0.1 with FrontMiddleware,
+// RpcRoutes and the test hooks, real ES256 tokens verified with jose, and a DataPlane whose
+// describe is the real engine over the compiled tracker catalog. Query and mutate are a
+// small scripted engine that exercises each transport path (public errors, overload,
+// defects, slowness) until the real planner and writer land.
+import { randomBytes } from "node:crypto"
+import { mkdtempSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { compile, CursorKey, describe, View } from "@cairn/catalog"
+import { Inaccessible, InvalidQuery, Overloaded } from "@cairn/domain"
+import {
+  DataPlane,
+  FrontMiddleware,
+  identityLayer,
+  Limits,
+  type LimitsShape,
+  RpcRoutes,
+  serve,
+  Settings,
+  type SettingsShape,
+  TestHookRoutes
+} from "@cairn/server"
+import { tracker } from "@cairn/tracker"
+import { Effect, Layer, Logger, Redacted } from "effect"
+import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
+
+type KeyLike = CryptoKey
+
+export const freePort = Effect.promise(
+  () =>
+    new Promise<number>((resolve, reject) => {
+      const server = createServer()
+      server.once("error", reject)
+      server.listen(0, "127.0.0.1", () => {
+        const port = (server.address() as { port: number }).port
+        server.close(() => resolve(port))
+      })
+    })
+)
+
+export interface Signer {
+  readonly issuer: string
+  readonly privateKey: KeyLike
+  readonly publicJwk: Record<string, unknown>
+}
+
+export const makeSigner = (issuer: string) =>
+  Effect.promise(async (): Promise<Signer> => {
+    const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
+    return { issuer, privateKey, publicJwk: { ...(await exportJWK(publicKey)), kid: "front-test", alg: "ES256" } }
+  })
+
+export interface Who {
+  readonly sub: string
+  readonly org?: string
+  readonly roles?: ReadonlyArray<string>
+}
+
+/** A signed access token; `overrides` lets a test break exactly one property. */
+export const mint = (
+  signer: Signer,
+  audience: string,
+  who: Who,
+  overrides: { readonly exp?: number; readonly key?: KeyLike; readonly issuer?: string; readonly extra?: JWTPayload } = {}
+) =>
+  Effect.promise(() =>
+    new SignJWT({ ...(who.org !== undefined ? { org: who.org } : {}), roles: who.roles ?? [], scope: "cairn:read cairn:write", ...overrides.extra })
+      .setProtectedHeader({ alg: "ES256", kid: "front-test" })
+      .setSubject(who.sub)
+      .setIssuer(overrides.issuer ?? signer.issuer)
+      .setAudience(audience)
+      .setIssuedAt()
+      .setExpirationTime(overrides.exp ?? Math.floor(Date.now() / 1000) + 300)
+      .sign(overrides.key ?? signer.privateKey)
+  )
+
+/** The deployment's identity (jose): this test issuer only, ES256, audiences `{base}/db` and `{base}/mcp`, `org` as the database key. */
+export const testIdentity = (signer: Signer, base: string) =>
+  identityLayer({
+    issuers: [{ issuer: signer.issuer, keys: { _tag: "Jwks", keys: [signer.publicJwk as JWK] }, algorithms: ["ES256"] }],
+    audiences: { db: `${base}/db`, mcp: `${base}/mcp` },
+    clockToleranceSeconds: 5,
+    keyClaim: "org",
+    rolesClaim: "roles"
+  }).pipe(Layer.orDie)
+
+/** Text that must never reach a caller: it stands for SQL, internal ids and stack traces in a defect. */
+export const secretDefect = "SELECT * FROM internal_table_7f3a WHERE db_file='tenant-9c1e.sqlite'"
+
+/**
+ * describe: the real engine. query: one row echoing the principal and the request, or a public
+ * error, or a slow answer (`page.first` = 999 sleeps 5 s). mutate: a receipt, `Inaccessible`
+ * for target id "hidden", `Overloaded` for invocation ids starting "overload", a defect for "boom".
+ */
+export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(function* () {
+  const catalog = yield* compile(tracker)
+  const view = View.full(catalog)
+  const sealer = yield* CursorKey
+  return DataPlane.of({
+    describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
+    query: (principal, request) => {
+      if (request.query.from.name === "Nope") return Effect.fail(new InvalidQuery({ message: 'No entity named "Nope" is defined.' }))
+      if (request.query.page?.first === 999) {
+        return Effect.sleep("5 seconds").pipe(
+          Effect.zipRight(Effect.sync(() => journal.push("slow query completed"))),
+          Effect.onInterrupt(() => Effect.sync(() => journal.push("slow query interrupted"))),
+          Effect.as({ rows: [], basis: { catalogToken: view.token, position: "c000000" } })
+        )
+      }
+      return Effect.succeed({
+        rows: [{ subject: principal.subject, org: principal.databaseKey, roles: principal.roles.join(","), request }],
+        basis: { catalogToken: view.token, position: "c000000" }
+      })
+    },
+    mutate: (_principal, request) => {
+      if (request.invocationId.startsWith("overload")) return Effect.fail(new Overloaded({ message: "The database is busy.", retryAfterSeconds: 3 }))
+      if (request.target?.id === "boom") return Effect.die(new Error(secretDefect))
+      if (request.target?.id === "hidden") return Effect.fail(new Inaccessible({ message: "That target cannot be revealed." }))
+      return Effect.succeed({
+        invocationId: request.invocationId,
+        operation: request.operation,
+        ...(request.target ? { target: request.target } : {}),
+        outcome: "committed" as const,
+        output: {},
+        position: "c000001",
+        committedAt: "2026-01-01T00:00:00.000Z",
+        catalogToken: view.token
+      })
+    }
+  })
+}).pipe(Layer.effect(DataPlane), Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
+
+export interface FrontOptions {
+  readonly limits?: Partial<LimitsShape>
+  readonly stage?: string
+  readonly testHooks?: string
+  /** Defaults to the scripted plane. */
+  readonly plane?: Layer.Layer<DataPlane>
+}
+
+export interface Front {
+  readonly base: string
+  readonly rpcUrl: string
+  readonly signer: Signer
+  /** A valid `db` token for `who`. */
+  readonly token: (who: Who) => Effect.Effect<string>
+  /** Every log line the server wrote so far (logfmt). */
+  readonly logs: () => ReadonlyArray<string>
+  /** What the scripted plane noticed (e.g. a slow query interrupted). */
+  readonly journal: () => ReadonlyArray<string>
+}
+
+const knownStages = ["development", "test", "staging", "production"]
+
+/** Starts the front in the current scope; it stops when the scope closes. */
+export const startFront = (options: FrontOptions = {}) =>
+  Effect.gen(function* () {
+    const port = yield* freePort
+    const base = `http://127.0.0.1:${port}`
+    const signer = yield* makeSigner(`http://127.0.0.1:${port}/issuer`)
+    const stageSetting = options.stage ?? "test"
+    const settings: SettingsShape = {
+      port,
+      host: "127.0.0.1",
+      baseUrl: base,
+      dataDir: mkdtempSync(join(tmpdir(), "cairn-front-")),
+      stageSetting,
+      stage: knownStages.includes(stageSetting) ? (stageSetting as SettingsShape["stage"]) : undefined,
+      testHooksSetting: options.testHooks
+    }
+    const lines: Array<string> = []
+    const journal: Array<string> = []
+    const capture = Logger.replace(
+      Logger.defaultLogger,
+      Logger.map(Logger.logfmtLogger, (line) => void lines.push(line))
+    )
+    yield* serve(Layer.mergeAll(FrontMiddleware, RpcRoutes, TestHookRoutes)).pipe(
+      Layer.provide([options.plane ?? scriptedPlane(journal), testIdentity(signer, base), Limits.layer(options.limits)]),
+      Layer.provide(Settings.layer(settings)),
+      Layer.provide(capture),
+      Layer.build
+    )
+    const front: Front = {
+      base,
+      rpcUrl: `${base}/db/rpc`,
+      signer,
+      token: (who) => mint(signer, `${base}/db`, who),
+      logs: () => [...lines],
+      journal: () => [...journal]
+    }
+    return front
+  })
