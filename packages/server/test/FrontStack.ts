@@ -91,7 +91,7 @@ export const secretDefect = "SELECT * FROM internal_table_7f3a WHERE db_file='te
 
 /**
  * describe: the real engine. query: one row echoing the principal and the request, or a public
- * error, or a slow answer (`page.first` = 999 sleeps 5 s). mutate: a receipt, `Inaccessible`
+ * error, or a slow answer (`page.first` = 999 sleeps 5 s). mutate: a receipt echoing the input, `Inaccessible`
  * for target id "hidden", `Overloaded` for invocation ids starting "overload", a defect for "boom".
  */
 export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(function* () {
@@ -123,7 +123,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
         operation: request.operation,
         ...(request.target ? { target: request.target } : {}),
         outcome: "committed" as const,
-        output: {},
+        output: { echoedInput: request.input },
         position: "c000001",
         committedAt: "2026-01-01T00:00:00.000Z",
         catalogToken: view.token
