@@ -2,7 +2,7 @@
  * What the MCP endpoint needs beyond the server settings: the authorization servers it
  * advertises to clients (the issuers identity trusts) and the request body limit.
  */
-import { Settings } from "@cairn/server"
+import { devIssuerUrl, limitsConfig } from "@cairn/server"
 import { Config, Context, Effect, Layer } from "effect"
 
 export interface McpConfigShape {
@@ -23,16 +23,11 @@ export class McpConfig extends Context.Tag("@cairn/mcp/McpConfig")<McpConfig, Mc
   static readonly layerConfig = Layer.effect(
     McpConfig,
     Effect.gen(function* () {
-      const settings = yield* Settings
       const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
-      const dev = yield* Config.string("CAIRN_DEV_ISSUER_URL").pipe(
-        Config.withDefault(`http://127.0.0.1:${settings.port + 1}`)
-      )
-      const maxBodyBytes = yield* Config.integer("CAIRN_MAX_BODY_BYTES").pipe(Config.withDefault(1024 * 1024))
-      return {
-        authorizationServers: [external._tag === "Some" ? external.value : dev],
-        maxBodyBytes
-      }
+      // The same rule identity uses to decide which issuer it trusts.
+      const issuer = external._tag === "Some" && external.value.trim() !== "" ? external.value.trim() : yield* devIssuerUrl
+      const limits = yield* limitsConfig
+      return { authorizationServers: [issuer], maxBodyBytes: limits.maxBodyBytes }
     })
   )
 }

@@ -14,7 +14,7 @@ import {
 } from "@modelcontextprotocol/sdk/types.js"
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { Principal } from "@cairn/domain"
-import { DataPlane, type DataPlaneShape, Identity, Settings } from "@cairn/server"
+import { Correlation, DataPlane, type DataPlaneShape, Identity, Settings } from "@cairn/server"
 import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
@@ -83,9 +83,8 @@ const makeServer = (
     if (failure._tag === "Some") {
       throw new McpError(overloadedErrorCode, failure.value.message, { retryAfterSeconds: failure.value.retryAfterSeconds })
     }
-    const reference = crypto.randomUUID()
-    await Runtime.runPromise(runtime)(
-      Effect.logError("MCP tool call failed", exit.cause).pipe(Effect.annotateLogs({ reference, tool: name }))
+    const reference = await Runtime.runPromise(runtime)(
+      Effect.tap(Correlation.id, () => Effect.logError("MCP tool call failed", exit.cause).pipe(Effect.annotateLogs({ tool: name })))
     )
     throw new McpError(ErrorCode.InternalError, `The request failed inside the server; it was logged as ${reference}. Retry later.`)
   })

@@ -9,7 +9,8 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
 import Provider, { type Client, errors, type KoaContextWithOIDC } from "oidc-provider"
-import { Context, Data, Effect, Layer } from "effect"
+import { Config, Context, Data, Effect, Layer, Option } from "effect"
+import { DevIssuer, devIssuer } from "./DevIssuer.js"
 import { Settings } from "./Settings.js"
 
 /** Refused to start: the development authorization server never runs in production. */
@@ -240,23 +241,50 @@ export const make = (options: DevAuthServerOptions) =>
     return shape
   })
 
+const refuseProduction = Effect.gen(function* () {
+  const settings = yield* Settings
+  if (settings.stage === "production" || settings.stage === undefined) {
+    return yield* new DevAuthServerError({
+      message: `The development authorization server does not run in stage "${settings.stageSetting}"; configure an external issuer (CAIRN_ISSUER) instead.`
+    })
+  }
+  return settings
+})
+
+/** The resources of this deployment tokens may be bound to: `{base}/mcp` first (the default), then `{base}/db`. */
+const resourcesOf = (baseUrl: string) => [`${baseUrl}/mcp`, `${baseUrl}/db`]
+
 /**
- * The server as a scoped layer. Refuses to start in `production` (and in an unrecognized
- * stage), where the operator configures an external issuer instead.
+ * The server as a scoped layer with explicit options. Refuses to start in `production`
+ * (and in an unrecognized stage), where the operator configures an external issuer.
  */
 export const layerWith = (options: DevAuthServerOptions) =>
-  Layer.scoped(
-    DevAuthServer,
-    Effect.gen(function* () {
-      const settings = yield* Settings
-      if (settings.stage === "production" || settings.stage === undefined) {
-        return yield* new DevAuthServerError({
-          message: `The development authorization server does not run in stage "${settings.stageSetting}"; configure an external issuer (CAIRN_ISSUER) instead.`
-        })
-      }
-      return yield* make(options)
-    })
-  )
+  Layer.scoped(DevAuthServer, Effect.zipRight(refuseProduction, make(options)))
+
+/** The server at the development issuer's URL, signing with its key (`DevIssuer`). */
+export const layer = Layer.scoped(
+  DevAuthServer,
+  Effect.gen(function* () {
+    const settings = yield* refuseProduction
+    const dev = yield* DevIssuer
+    return yield* make({ issuer: dev.issuer, signingKey: dev.key.privateJwk, resources: resourcesOf(settings.baseUrl) })
+  })
+)
+
+/**
+ * What `npm start` runs: the development authorization server unless the operator
+ * configured an external issuer (`CAIRN_ISSUER`), in which case nothing starts. Without
+ * one in `production` it fails, as the development issuer itself does.
+ */
+export const DevAuthServerLive = Layer.scopedDiscard(
+  Effect.gen(function* () {
+    const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
+    if (Option.isSome(external) && external.value.trim() !== "") return
+    const settings = yield* refuseProduction
+    const dev = yield* devIssuer
+    yield* make({ issuer: dev.issuer, signingKey: dev.key.privateJwk, resources: resourcesOf(settings.baseUrl) })
+  })
+)
 
 /**
  * Signs in on the development login page without a browser: follows `authorizationUrl`

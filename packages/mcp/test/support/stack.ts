@@ -9,13 +9,21 @@ import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { compile, CursorKey, describe, type RootSchema, View } from "@cairn/catalog"
-import { Principal } from "@cairn/domain"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
-import { DataPlane, Identity, serve, Settings, type SettingsShape, Unauthorized } from "@cairn/server"
+import {
+  DataPlane,
+  Deployment,
+  DevIssuerLive,
+  FrontMiddleware,
+  IdentityLive,
+  Limits,
+  serve,
+  Settings,
+  type SettingsShape
+} from "@cairn/server"
 import * as DevAuth from "@cairn/server/DevAuthServer"
 import { tracker } from "@cairn/tracker"
-import { Effect, Layer, Redacted } from "effect"
-import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose"
+import { ConfigProvider, Effect, Layer, Redacted } from "effect"
 
 export const freePort = () =>
   Effect.promise(
@@ -55,15 +63,6 @@ export interface StackOptions {
   readonly basePort?: number
 }
 
-const devKey = Effect.promise(async () => {
-  const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
-  const meta = { kid: "dev-test", alg: "ES256", use: "sig" }
-  return {
-    privateJwk: { ...(await exportJWK(privateKey)), ...meta } as JWK,
-    publicJwk: { ...(await exportJWK(publicKey)), ...meta } as JWK
-  }
-})
-
 export const startStack = (options: StackOptions = {}) =>
   Effect.gen(function* () {
     const port = yield* freePort()
@@ -80,32 +79,9 @@ export const startStack = (options: StackOptions = {}) =>
       stage: "test",
       testHooksSetting: undefined
     }
-    const catalog = yield* compile(options.root ?? tracker)
-    const { privateJwk, publicJwk } = yield* devKey
-    const jwks = createLocalJWKSet({ keys: [publicJwk] })
-
-    const IdentityLive = Layer.succeed(Identity, {
-      verify: (token, resource) =>
-        Effect.tryPromise({
-          try: async () => {
-            const { payload } = await jwtVerify(token, jwks, {
-              issuer,
-              audience: `${base}/${resource}`,
-              algorithms: ["ES256"]
-            })
-            if (typeof payload["org"] !== "string") throw new Error("missing org")
-            return new Principal({
-              subject: String(payload.sub),
-              roles: Array.isArray(payload["roles"]) ? payload["roles"].map(String) : [],
-              claims: payload,
-              scopes: typeof payload["scope"] === "string" ? payload["scope"].split(" ") : [],
-              databaseKey: payload["org"]
-            })
-          },
-          catch: () => new Unauthorized({ error: "invalid_token", description: "The access token is invalid for this resource." })
-        })
-    })
-
+    const root = options.root ?? tracker
+    const catalog = yield* compile(root)
+    const DeploymentLive = Deployment.layer({ root, databases: [{ name: "tenants", schema: root.name, keyClaim: "org" }] })
     const PlaneLive = Layer.effect(
       DataPlane,
       Effect.gen(function* () {
@@ -119,15 +95,17 @@ export const startStack = (options: StackOptions = {}) =>
       })
     ).pipe(Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
 
-    const SettingsLive = Settings.layer(settings)
+    // Assembled as the entry point does: the front's middleware, identity trusting the
+    // development issuer, and the development authorization server signing with its key.
     const app = Layer.mergeAll(
-      serve(McpRoutes).pipe(
-        Layer.provide(McpConfig.layer({ authorizationServers: [issuer], maxBodyBytes: 1024 * 1024 })),
-        Layer.provide(PlaneLive),
-        Layer.provide(IdentityLive)
+      serve(Layer.mergeAll(McpRoutes, FrontMiddleware)).pipe(
+        Layer.provide([McpConfig.layerConfig, PlaneLive, IdentityLive, Limits.layer()])
       ),
-      DevAuth.layerWith({ issuer, signingKey: privateJwk, resources: [`${base}/mcp`, `${base}/db`] })
-    ).pipe(Layer.provide(SettingsLive))
+      DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
+    ).pipe(
+      Layer.provide([Settings.layer(settings), DeploymentLive]),
+      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer]]))))
+    )
     yield* Layer.build(app)
 
     const redirectUri = "http://127.0.0.1:9/callback"
