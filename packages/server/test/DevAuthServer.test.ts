@@ -5,9 +5,17 @@
 import { createHash, randomBytes } from "node:crypto"
 import { createServer } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Exit, Layer } from "effect"
+import { existsSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { tracker } from "@cairn/tracker"
+import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose"
-import { DevAuthServer, layerWith, signIn } from "../src/DevAuthServer.js"
+import { Deployment } from "../src/Deployment.js"
+import { DevAuthServer, DevAuthServerLive, layer, layerWith, signIn } from "../src/DevAuthServer.js"
+import { devKeyPath, DevIssuerLive } from "../src/DevIssuer.js"
+import { Identity } from "../src/Identity.js"
+import { IdentityLive } from "../src/IdentityLive.js"
 import { Settings, type SettingsShape } from "../src/Settings.js"
 
 const freePort = () =>
@@ -264,4 +272,61 @@ describe("DevAuthServer", () => {
       })
     )
   }
+
+  it.scoped("with the development issuer's key from the data dir, its tokens pass IdentityLive for exactly their resource", () =>
+    Effect.gen(function* () {
+      const port = yield* freePort()
+      const asPort = yield* freePort()
+      const issuer = `http://127.0.0.1:${asPort}`
+      const settings = { ...settingsFor(port, "development"), dataDir: mkdtempSync(join(tmpdir(), "cairn-devauth-")) }
+      const context = yield* Layer.build(
+        Layer.merge(layer.pipe(Layer.provide(DevIssuerLive)), IdentityLive).pipe(
+          Layer.provide([
+            Settings.layer(settings),
+            Deployment.layer({ root: tracker, databases: [{ name: "tenants", schema: "tracker", keyClaim: "org" }] })
+          ]),
+          Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer]]))))
+        )
+      )
+      assert.strictEqual(context.unsafeMap.get(DevAuthServer.key).issuer, issuer)
+      const identity = context.unsafeMap.get(Identity.key) as Identity["Type"]
+      assert.isTrue(existsSync(devKeyPath(settings.dataDir)))
+
+      const reg = yield* register(issuer, { grant_types: ["client_credentials"], response_types: [], redirect_uris: [], org: "acme", roles: "admin" })
+      const token = yield* clientCredentials(issuer, reg.body, { resource: `${settings.baseUrl}/mcp`, scope: "cairn:read" })
+      const principal = yield* identity.verify(token.body["access_token"], "mcp")
+      assert.strictEqual(principal.subject, reg.body["client_id"])
+      assert.strictEqual(principal.databaseKey, "acme")
+      assert.deepStrictEqual(principal.roles, ["admin"])
+      assert.deepStrictEqual(principal.scopes, ["cairn:read"])
+      const wrongResource = yield* Effect.either(identity.verify(token.body["access_token"], "db"))
+      assert.isTrue(wrongResource._tag === "Left" && wrongResource.left.description === "The access token was issued for a different resource.")
+    })
+  )
+
+  it.scoped("DevAuthServerLive starts nothing when an external issuer is configured", () =>
+    Effect.gen(function* () {
+      const port = yield* freePort()
+      const asPort = yield* freePort()
+      const settings = { ...settingsFor(port, "production"), dataDir: mkdtempSync(join(tmpdir(), "cairn-devauth-")) }
+      yield* Layer.build(
+        DevAuthServerLive.pipe(
+          Layer.provide(Settings.layer(settings)),
+          Layer.provide(
+            Layer.setConfigProvider(
+              ConfigProvider.fromMap(new Map([["CAIRN_ISSUER", "https://login.example.com"], ["CAIRN_DEV_ISSUER_URL", `http://127.0.0.1:${asPort}`]]))
+            )
+          )
+        )
+      )
+      const reached = yield* Effect.promise(() => fetch(`http://127.0.0.1:${asPort}/.well-known/openid-configuration`).then(() => true, () => false))
+      assert.isFalse(reached)
+      assert.isFalse(existsSync(devKeyPath(settings.dataDir)))
+
+      const refused = yield* Effect.exit(
+        Layer.build(DevAuthServerLive.pipe(Layer.provide(Settings.layer(settings)), Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map())))))
+      )
+      assert.isTrue(Exit.isFailure(refused))
+    })
+  )
 })
