@@ -1,20 +1,23 @@
 /**
  * Refuses to start a publicly reachable MCP endpoint that is not ready for the public:
  * reachable means a non-loopback bind host or a non-loopback base URL; ready means an
- * external OAuth issuer and explicit query and discovery budgets. The message lists
- * exactly what is missing and how to set it.
+ * external OAuth issuer and explicit query and discovery budgets (the operator's own
+ * values, not defaults). The message lists exactly what is missing and how to set it.
  */
+import { DescribeLimits } from "@cairn/catalog"
 import { Config, Data, Effect, Layer, Option } from "effect"
 import { Settings } from "./Settings.js"
 
 export class ExposureRefused extends Data.TaggedError("ExposureRefused")<{ readonly message: string }> {}
 
-/** Names of the settings this guard reads. */
-export const exposureSettings = {
-  issuer: "CAIRN_ISSUER",
-  queryBudgets: "CAIRN_QUERY_BUDGETS",
-  discoveryBudgets: "CAIRN_DISCOVERY_BUDGETS"
-} as const
+/** The external issuer identity trusts instead of the development one. */
+export const issuerSetting = "CAIRN_ISSUER"
+
+/** Budgets a public deployment must set explicitly: the query planner's page and work limits. */
+export const queryBudgetSettings = ["CAIRN_QUERY_MAX_PAGE_SIZE", "CAIRN_QUERY_MAX_ROWS_EXAMINED"] as const
+
+/** Discovery budgets (describe): the largest page, and optionally the default page. */
+export const discoveryBudgetSettings = ["CAIRN_DISCOVERY_MAX_LIMIT"] as const
 
 const isLoopbackHost = (host: string): boolean => {
   const h = host.toLowerCase().replace(/^\[|\]$/g, "")
@@ -25,46 +28,38 @@ const isLoopbackHost = (host: string): boolean => {
 export const isPublic = (settings: { readonly host: string; readonly baseUrl: string }): boolean =>
   !isLoopbackHost(settings.host) || !isLoopbackHost(new URL(settings.baseUrl).hostname)
 
-/**
- * Budgets are `name=value` pairs separated by commas, e.g. `maxLimit=50,defaultLimit=20`;
- * every value a positive integer. Returns the parsed pairs or what is wrong with them.
- */
-export const parseBudgets = (text: string): Record<string, number> | string => {
-  const out: Record<string, number> = {}
-  const parts = text.split(",").map((p) => p.trim()).filter((p) => p !== "")
-  if (parts.length === 0) return "it is empty"
-  for (const part of parts) {
-    const match = /^([A-Za-z][A-Za-z0-9]*)=(\d+)$/.exec(part)
-    if (!match || Number(match[2]) <= 0 || !Number.isSafeInteger(Number(match[2]))) {
-      return `"${part}" is not name=<positive integer>`
-    }
-    out[match[1]!] = Number(match[2])
-  }
-  return out
-}
+const positiveInteger = (name: string) =>
+  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }))
+
+/** What is wrong with one explicit budget setting, or `undefined` when it is set and valid. */
+const budgetProblem = (name: string) =>
+  Effect.gen(function* () {
+    const raw = yield* Config.option(Config.string(name))
+    if (Option.isNone(raw)) return `${name} is not set`
+    const parsed = yield* Effect.either(positiveInteger(name))
+    return parsed._tag === "Left" ? `${name} must be a positive integer` : undefined
+  })
 
 /** Fails with `ExposureRefused` when the endpoint is public but not ready; otherwise succeeds. */
 export const exposureGuard = Effect.gen(function* () {
   const settings = yield* Settings
   if (!isPublic(settings)) return
-  const issuer = yield* Config.option(Config.string(exposureSettings.issuer))
-  const query = yield* Config.option(Config.string(exposureSettings.queryBudgets))
-  const discovery = yield* Config.option(Config.string(exposureSettings.discoveryBudgets))
   const missing: Array<string> = []
+  const issuer = yield* Config.option(Config.string(issuerSetting))
   if (Option.isNone(issuer) || issuer.value.trim() === "") {
-    missing.push(`an external OAuth issuer (set ${exposureSettings.issuer}; the development authorization server is for loopback only)`)
+    missing.push(`an external OAuth issuer (set ${issuerSetting} and its keys; the development authorization server is for loopback only)`)
   }
-  const budgets = [
-    [exposureSettings.queryBudgets, "query", query, "e.g. pageSize=100,rowsExamined=10000"],
-    [exposureSettings.discoveryBudgets, "discovery", discovery, "e.g. maxLimit=50"]
+  const groups = [
+    ["query", queryBudgetSettings],
+    ["discovery", discoveryBudgetSettings]
   ] as const
-  for (const [name, what, value, example] of budgets) {
-    if (Option.isNone(value)) {
-      missing.push(`explicit ${what} budgets (set ${name}, ${example})`)
-      continue
+  for (const [what, names] of groups) {
+    const problems: Array<string> = []
+    for (const name of names) {
+      const problem = yield* budgetProblem(name)
+      if (problem) problems.push(problem)
     }
-    const parsed = parseBudgets(value.value)
-    if (typeof parsed === "string") missing.push(`valid ${what} budgets (${name}: ${parsed}; ${example})`)
+    if (problems.length > 0) missing.push(`explicit ${what} budgets (${problems.join(", ")})`)
   }
   if (missing.length === 0) return
   return yield* new ExposureRefused({
@@ -76,3 +71,21 @@ export const exposureGuard = Effect.gen(function* () {
 
 /** Runs the guard while the application starts. */
 export const ExposureGuardLive = Layer.effectDiscard(exposureGuard)
+
+/**
+ * The discovery budgets as settings: `CAIRN_DISCOVERY_MAX_LIMIT` (largest describe page
+ * and most references per inspect, default 100) and `CAIRN_DISCOVERY_DEFAULT_LIMIT`
+ * (default 25), applied to the describe engine.
+ */
+export const discoveryLimitsConfig = Config.all({
+  defaultLimit: positiveInteger("CAIRN_DISCOVERY_DEFAULT_LIMIT").pipe(Config.withDefault(25)),
+  maxLimit: positiveInteger("CAIRN_DISCOVERY_MAX_LIMIT").pipe(Config.withDefault(100))
+}).pipe(
+  Config.validate({
+    message: "CAIRN_DISCOVERY_DEFAULT_LIMIT must not exceed CAIRN_DISCOVERY_MAX_LIMIT",
+    validation: (l) => l.defaultLimit <= l.maxLimit
+  })
+)
+
+/** Provides `DescribeLimits` from `discoveryLimitsConfig`. */
+export const DiscoveryLimitsLive = Layer.effect(DescribeLimits, discoveryLimitsConfig)

@@ -2,8 +2,9 @@
 // (bind host or base URL) starts only with an external issuer and explicit budgets, and
 // otherwise fails with one message naming exactly what is missing.
 import { assert, describe, it } from "@effect/vitest"
+import { DescribeLimits } from "@cairn/catalog"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
-import { exposureGuard, ExposureGuardLive, isPublic, parseBudgets } from "../src/ExposureGuard.js"
+import { DiscoveryLimitsLive, exposureGuard, ExposureGuardLive, isPublic } from "../src/ExposureGuard.js"
 import { Settings, settingsConfig } from "../src/Settings.js"
 
 const run = (env: Record<string, string>) =>
@@ -22,8 +23,9 @@ const messageOf = (exit: Exit.Exit<unknown, unknown>): string => {
 
 const ready = {
   CAIRN_ISSUER: "https://login.example.com/",
-  CAIRN_QUERY_BUDGETS: "pageSize=100,rowsExamined=10000",
-  CAIRN_DISCOVERY_BUDGETS: "maxLimit=50"
+  CAIRN_QUERY_MAX_PAGE_SIZE: "100",
+  CAIRN_QUERY_MAX_ROWS_EXAMINED: "10000",
+  CAIRN_DISCOVERY_MAX_LIMIT: "50"
 }
 
 describe("ExposureGuard", () => {
@@ -35,13 +37,6 @@ describe("ExposureGuard", () => {
     assert.isTrue(isPublic({ host: "::", baseUrl: "http://127.0.0.1:8787" }))
     assert.isTrue(isPublic({ host: "127.0.0.1", baseUrl: "https://cairn.example.com" }))
     assert.isTrue(isPublic({ host: "127.0.0.1", baseUrl: "http://localhost.example.com:8787" }))
-  })
-
-  it("parses budgets strictly", () => {
-    assert.deepStrictEqual(parseBudgets("maxLimit=50, defaultLimit=20"), { maxLimit: 50, defaultLimit: 20 })
-    assert.strictEqual(parseBudgets(""), "it is empty")
-    assert.strictEqual(parseBudgets("maxLimit=0"), `"maxLimit=0" is not name=<positive integer>`)
-    assert.strictEqual(parseBudgets("maxLimit=lots"), `"maxLimit=lots" is not name=<positive integer>`)
   })
 
   it.effect("a loopback deployment starts with nothing configured", () =>
@@ -57,9 +52,9 @@ describe("ExposureGuard", () => {
       assert.strictEqual(
         message,
         "Refusing to start: the MCP endpoint would be reachable publicly (bind host 0.0.0.0, base URL http://0.0.0.0:8787) " +
-          "without an external OAuth issuer (set CAIRN_ISSUER; the development authorization server is for loopback only); " +
-          "and without explicit query budgets (set CAIRN_QUERY_BUDGETS, e.g. pageSize=100,rowsExamined=10000); " +
-          "and without explicit discovery budgets (set CAIRN_DISCOVERY_BUDGETS, e.g. maxLimit=50). " +
+          "without an external OAuth issuer (set CAIRN_ISSUER and its keys; the development authorization server is for loopback only); " +
+          "and without explicit query budgets (CAIRN_QUERY_MAX_PAGE_SIZE is not set, CAIRN_QUERY_MAX_ROWS_EXAMINED is not set); " +
+          "and without explicit discovery budgets (CAIRN_DISCOVERY_MAX_LIMIT is not set). " +
           "Configure these, or bind and advertise a loopback address."
       )
     })
@@ -72,14 +67,18 @@ describe("ExposureGuard", () => {
       assert.include(noIssuer, "without an external OAuth issuer (set CAIRN_ISSUER")
       assert.notInclude(noIssuer, "budgets")
 
-      const { CAIRN_DISCOVERY_BUDGETS: _, ...noDiscovery } = ready
+      const { CAIRN_DISCOVERY_MAX_LIMIT: _, ...noDiscovery } = ready
       const discovery = messageOf(yield* run({ ...base, ...noDiscovery }))
-      assert.include(discovery, "without explicit discovery budgets (set CAIRN_DISCOVERY_BUDGETS")
+      assert.include(discovery, "without explicit discovery budgets (CAIRN_DISCOVERY_MAX_LIMIT is not set)")
       assert.notInclude(discovery, "CAIRN_ISSUER")
-      assert.notInclude(discovery, "CAIRN_QUERY_BUDGETS")
+      assert.notInclude(discovery, "CAIRN_QUERY")
 
-      const invalid = messageOf(yield* run({ ...base, ...ready, CAIRN_QUERY_BUDGETS: "pageSize=-1" }))
-      assert.include(invalid, `without valid query budgets (CAIRN_QUERY_BUDGETS: "pageSize=-1" is not name=<positive integer>`)
+      const { CAIRN_QUERY_MAX_ROWS_EXAMINED: __, ...noRows } = ready
+      const invalid = messageOf(yield* run({ ...base, ...noRows, CAIRN_QUERY_MAX_PAGE_SIZE: "-1" }))
+      assert.include(
+        invalid,
+        "without explicit query budgets (CAIRN_QUERY_MAX_PAGE_SIZE must be a positive integer, CAIRN_QUERY_MAX_ROWS_EXAMINED is not set)"
+      )
     })
   )
 
@@ -96,5 +95,22 @@ describe("ExposureGuard", () => {
       const exit = yield* Layer.build(ExposureGuardLive.pipe(Layer.provide(Settings.layer(settings)))).pipe(Effect.scoped, Effect.exit)
       assert.isTrue(Exit.isFailure(exit))
     }).pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_HOST", "0.0.0.0"]]))))
+  )
+
+  it.effect("discovery budgets reach the describe engine's limits", () =>
+    Effect.gen(function* () {
+      const limits = yield* DescribeLimits.pipe(
+        Effect.provide(DiscoveryLimitsLive),
+        Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DISCOVERY_MAX_LIMIT", "40"], ["CAIRN_DISCOVERY_DEFAULT_LIMIT", "10"]])))
+      )
+      assert.deepStrictEqual(limits, { defaultLimit: 10, maxLimit: 40 })
+      const refused = yield* Effect.exit(
+        DescribeLimits.pipe(
+          Effect.provide(DiscoveryLimitsLive),
+          Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DISCOVERY_MAX_LIMIT", "5"]])))
+        )
+      )
+      assert.isTrue(Exit.isFailure(refused))
+    })
   )
 })
