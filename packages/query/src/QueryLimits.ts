@@ -1,0 +1,66 @@
+/**
+ * The query budgets: deterministic work limits (never wall-clock) that protect a
+ * multi-tenant deployment. Defaults are deliberately small; raise one only on measured
+ * workload evidence, through `layerConfig` (`CAIRN_QUERY_*` settings).
+ */
+import { Config, Context, Layer } from "effect"
+
+export interface QueryLimitsShape {
+  /** `page.first` when the document gives none. */
+  readonly defaultPageSize: number
+  /** Largest `page.first`. */
+  readonly maxPageSize: number
+  /** Most entries in `select`. */
+  readonly maxProjection: number
+  /** Most relationship hops in one path (`["task", "project", "name"]` has two). */
+  readonly maxPathDepth: number
+  /** Most nodes in `where` (every comparison and every and/or/not counts). */
+  readonly maxFilterNodes: number
+  /** Most values in one `in`/`notIn` list. */
+  readonly maxInValues: number
+  /** Most terms in `order`. */
+  readonly maxOrderTerms: number
+  /** Most candidate rows one page may examine before it fails `query_budget_exceeded`. */
+  readonly maxRowsExamined: number
+}
+
+export const defaultQueryLimits: QueryLimitsShape = {
+  defaultPageSize: 50,
+  maxPageSize: 200,
+  maxProjection: 32,
+  maxPathDepth: 2,
+  maxFilterNodes: 64,
+  maxInValues: 100,
+  maxOrderTerms: 4,
+  maxRowsExamined: 10_000
+}
+
+const setting = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 })
+  )
+
+export const queryLimitsConfig: Config.Config<QueryLimitsShape> = Config.all({
+  defaultPageSize: setting("CAIRN_QUERY_DEFAULT_PAGE_SIZE", defaultQueryLimits.defaultPageSize),
+  maxPageSize: setting("CAIRN_QUERY_MAX_PAGE_SIZE", defaultQueryLimits.maxPageSize),
+  maxProjection: setting("CAIRN_QUERY_MAX_PROJECTION", defaultQueryLimits.maxProjection),
+  maxPathDepth: setting("CAIRN_QUERY_MAX_PATH_DEPTH", defaultQueryLimits.maxPathDepth),
+  maxFilterNodes: setting("CAIRN_QUERY_MAX_FILTER_NODES", defaultQueryLimits.maxFilterNodes),
+  maxInValues: setting("CAIRN_QUERY_MAX_IN_VALUES", defaultQueryLimits.maxInValues),
+  maxOrderTerms: setting("CAIRN_QUERY_MAX_ORDER_TERMS", defaultQueryLimits.maxOrderTerms),
+  maxRowsExamined: setting("CAIRN_QUERY_MAX_ROWS_EXAMINED", defaultQueryLimits.maxRowsExamined)
+}).pipe(
+  Config.validate({
+    message: "CAIRN_QUERY_DEFAULT_PAGE_SIZE must not exceed CAIRN_QUERY_MAX_PAGE_SIZE",
+    validation: (l) => l.defaultPageSize <= l.maxPageSize
+  })
+)
+
+export class QueryLimits extends Context.Reference<QueryLimits>()("@cairn/query/QueryLimits", {
+  defaultValue: (): QueryLimitsShape => defaultQueryLimits
+}) {
+  static readonly layer = (limits: Partial<QueryLimitsShape>) =>
+    Layer.succeed(QueryLimits, { ...defaultQueryLimits, ...limits })
+  static readonly layerConfig = Layer.effect(QueryLimits, queryLimitsConfig)
+}

@@ -1,0 +1,130 @@
+/**
+ * The query engine every transport calls: validates one QueryDocumentV1 against the
+ * principal's visible catalog, plans it to one bounded SQL statement with the row
+ * scope ANDed in, runs it, and answers plain JSON rows, a sealed continuation cursor
+ * and the basis (catalog token and commit position) the page was read at.
+ */
+import type { SqlClient } from "@effect/sql/SqlClient"
+import { Effect } from "effect"
+import { CursorKey, type View } from "@cairn/catalog"
+import {
+  CatalogChanged,
+  type Principal,
+  QueryBudgetExceeded,
+  type QueryRequest,
+  type QueryResult,
+  type Row
+} from "@cairn/domain"
+import { Layout, Position } from "@cairn/store"
+import * as Cursor from "./internal/cursor.js"
+import { type FieldInfo, isError, isIdField, plan } from "./internal/plan.js"
+import type { Bindable } from "./internal/sql.js"
+import { BASIS, pageStatement, ROW, SENTINEL } from "./internal/statement.js"
+import { QueryLimits } from "./QueryLimits.js"
+
+export interface QueryInput {
+  readonly view: View
+  readonly principal: Principal
+  /** The caller's database, derived from their verified identity. */
+  readonly database: { readonly id: string; readonly sql: SqlClient }
+  readonly request: QueryRequest
+}
+
+const decode = (field: FieldInfo, value: unknown): unknown =>
+  isIdField(field) ? value : Layout.decodeValue(field, value)
+
+/** SQLite's order of stored values: NULL, then numbers, then text by UTF-8 bytes. */
+const compareStored = (a: Bindable, b: Bindable): number => {
+  if (a === b) return 0
+  if (a === null) return -1
+  if (b === null) return 1
+  if (typeof a === "number" && typeof b === "number") return a < b ? -1 : 1
+  if (typeof a === "number") return -1
+  if (typeof b === "number") return 1
+  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"))
+}
+
+const compareKeys = (a: ReadonlyArray<Bindable>, b: ReadonlyArray<Bindable>, descending: ReadonlyArray<boolean>): number => {
+  for (let i = 0; i < a.length; i++) {
+    const c = compareStored(a[i]!, b[i]!)
+    if (c !== 0) return descending[i] ? -c : c
+  }
+  return 0
+}
+
+export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/QueryPlanner", {
+  effect: Effect.gen(function* () {
+    const sealer = yield* CursorKey
+
+    const run = Effect.fn("QueryPlanner.run")(function* (input: QueryInput) {
+      const { database, principal, request, view } = input
+      if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
+        return yield* new CatalogChanged({
+          message: "ifCatalog is not the current catalog token; call describe and rebuild the query against the current catalog.",
+          catalogToken: view.token
+        })
+      }
+      const limits = yield* QueryLimits
+      const planned = plan(view, request.query, limits)
+      if (isError(planned)) return yield* planned
+      const binding: Cursor.CursorBinding = {
+        catalogToken: view.token,
+        principal: Cursor.principalDigest(principal),
+        database: database.id,
+        fingerprint: planned.fingerprint
+      }
+      const after = request.query.page?.after
+      const cursor = after === undefined ? undefined : yield* Cursor.open(sealer, after, binding, planned.order.length)
+      const statement = pageStatement(view, planned, cursor, limits.maxRowsExamined)
+      const result = yield* database.sql.unsafe(statement.sql.text, statement.sql.params).values.pipe(Effect.orDie)
+
+      let position = 0
+      let exhausted = false
+      const keys: Array<ReadonlyArray<Bindable>> = []
+      const values: Array<ReadonlyArray<unknown>> = []
+      for (const row of result) {
+        const tag = Number(row[0])
+        if (tag === BASIS) position = Number(row[1])
+        else if (tag === SENTINEL) exhausted = true
+        else if (tag === ROW) {
+          keys.push(row.slice(2, 2 + statement.keyCount).map((v) => (typeof v === "bigint" ? Number(v) : v)) as Array<Bindable>)
+          values.push(row.slice(2 + statement.keyCount))
+        }
+      }
+      const more = keys.length > planned.first
+      // A sorted page is wrong if its candidates were cut off; an ordered page only if it came up short.
+      if (exhausted && (planned.access._tag === "Sorted" || !more)) {
+        return yield* new QueryBudgetExceeded({
+          limit: "maxRowsExamined",
+          message:
+            planned.access._tag === "Sorted"
+              ? `Ordering this query means sorting more than ${limits.maxRowsExamined} candidate rows of ${planned.entity.name}. Add "eq" filters on indexed fields (describe marks them) so fewer rows are candidates, or order by an indexed field.`
+              : `Filling this page means examining more than ${limits.maxRowsExamined} rows of ${planned.entity.name}, because few of them match the filter. Add an "eq" filter on an indexed field (describe marks them), or narrow the filter.`
+        })
+      }
+      if (planned.access._tag === "Ordered") {
+        // The walk's order is the page's order; check it rather than trust it, since a
+        // wrong order would silently skip or repeat rows across pages.
+        const descending = planned.order.map((o) => o.direction === "desc")
+        const sequence = cursor === undefined ? keys : [cursor, ...keys]
+        for (let i = 1; i < sequence.length; i++) {
+          if (compareKeys(sequence[i - 1]!, sequence[i]!, descending) >= 0) {
+            return yield* Effect.dieMessage("QueryPlanner: an ordered walk returned rows out of order")
+          }
+        }
+      }
+      const page = values.slice(0, planned.first)
+      const rows: Array<Row> = page.map((v) =>
+        Object.fromEntries(planned.select.map((s, i) => [s.name, decode(s.resolved.field, v[i])]))
+      )
+      const answer: QueryResult = {
+        rows,
+        ...(more ? { cursor: Cursor.seal(sealer, binding, keys[planned.first - 1]!) } : {}),
+        basis: { catalogToken: view.token, position: Position.encode(position) }
+      }
+      return answer
+    })
+
+    return { run } as const
+  })
+}) {}

@@ -1,0 +1,3 @@
+export * from "./QueryLimits.js"
+export * from "./QueryPlanner.js"
+export * from "./ScopeSql.js"

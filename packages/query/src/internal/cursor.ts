@@ -1,0 +1,86 @@
+/**
+ * The query continuation cursor: the last row's sort key, sealed (AES-GCM under the
+ * deployment secret) together with what it is valid for: the catalog token, a digest
+ * of the principal (subject and database key, never the key itself), the database id
+ * and the query's fingerprint. Anything else fails as a bad cursor.
+ */
+import { Effect, Option } from "effect"
+import { digest, type Sealer } from "@cairn/catalog"
+import { CatalogChanged, InvalidQuery, type Principal } from "@cairn/domain"
+import type { Bindable } from "./sql.js"
+
+const PURPOSE = "query"
+
+export interface CursorBinding {
+  readonly catalogToken: string
+  readonly principal: string
+  readonly database: string
+  readonly fingerprint: string
+}
+
+interface Payload {
+  readonly v: 1
+  /** The catalog token, on its own so a stale cursor answers `catalog_changed`. */
+  readonly t: string
+  /** Digest of principal, database and query fingerprint. */
+  readonly b: string
+  readonly k: ReadonlyArray<Bindable>
+}
+
+const bindingDigest = (binding: CursorBinding) =>
+  digest({ p: binding.principal, d: binding.database, f: binding.fingerprint }).slice(0, 22)
+
+export const principalDigest = (principal: Principal): string =>
+  digest({ purpose: "query-cursor-principal", subject: principal.subject, database: digest(principal.databaseKey) })
+
+export const seal = (sealer: Sealer, binding: CursorBinding, keys: ReadonlyArray<Bindable>): string =>
+  sealer.seal(PURPOSE, {
+    v: 1,
+    t: binding.catalogToken,
+    b: bindingDigest(binding),
+    k: keys
+  } satisfies Payload)
+
+const isPayload = (u: unknown, keyCount: number): u is Payload => {
+  if (typeof u !== "object" || u === null) return false
+  const p = u as Record<string, unknown>
+  return (
+    p["v"] === 1 &&
+    typeof p["t"] === "string" &&
+    typeof p["b"] === "string" &&
+    Array.isArray(p["k"]) &&
+    p["k"].length === keyCount &&
+    p["k"].every((k) => k === null || typeof k === "string" || typeof k === "number")
+  )
+}
+
+const invalid = (message: string) =>
+  new InvalidQuery({ message: `/query/page/after: ${message}`, issues: [{ path: "/query/page/after", message }] })
+
+/** Opens `sealed` for this binding; returns the sort key of the row it continues after. */
+export const open = (
+  sealer: Sealer,
+  sealed: string,
+  binding: CursorBinding,
+  keyCount: number
+): Effect.Effect<ReadonlyArray<Bindable>, InvalidQuery | CatalogChanged> => {
+  const opened = sealer.open(PURPOSE, sealed)
+  if (Option.isNone(opened) || typeof opened.value !== "object" || opened.value === null || (opened.value as { v?: unknown }).v !== 1) {
+    return Effect.fail(invalid("this is not a cursor this service issued; start again without page.after."))
+  }
+  const payload = opened.value as Partial<Payload>
+  if (payload.t !== binding.catalogToken) {
+    return Effect.fail(
+      new CatalogChanged({
+        message: "/query/page/after: the cursor was issued under an earlier catalog; call describe, then start again without page.after.",
+        catalogToken: binding.catalogToken
+      })
+    )
+  }
+  if (payload.b !== bindingDigest(binding) || !isPayload(payload, keyCount)) {
+    return Effect.fail(
+      invalid("the cursor belongs to a different query, caller or database; repeat the exact query it came from (only page.first may change) or start again without page.after.")
+    )
+  }
+  return Effect.succeed(payload.k)
+}

@@ -1,0 +1,374 @@
+/**
+ * Validates a QueryDocumentV1 against a principal's visible catalog and the budgets,
+ * and chooses how to read the root table: every path resolved (joins for relationship
+ * hops), the order completed by `id`, and an access path whose work is bounded.
+ */
+import type { CompiledEntity, CompiledField, CompiledRelationship, View } from "@cairn/catalog"
+import { digest } from "@cairn/catalog"
+import {
+  type Direction,
+  type Filter,
+  Inaccessible,
+  InvalidQuery,
+  type Path,
+  type PublicError,
+  QueryBudgetExceeded,
+  type QueryDocumentV1,
+  type Scalar,
+  UnknownDefinition
+} from "@cairn/domain"
+import type { QueryLimitsShape } from "../QueryLimits.js"
+
+export const isIdField = (field: FieldInfo): field is IdField => field === idField
+
+/** A path's last element: a field of the catalog, or the record id. */
+export type FieldInfo = CompiledField | IdField
+
+export interface Resolved {
+  readonly hops: ReadonlyArray<CompiledRelationship>
+  readonly field: FieldInfo
+  /** Join key of the entity holding the field: "" for the root, else hop names joined by ".". */
+  readonly owner: string
+}
+
+export interface Join {
+  readonly key: string
+  readonly parent: string
+  readonly relationship: CompiledRelationship
+}
+
+export interface OrderKey {
+  readonly resolved: Resolved
+  readonly direction: Direction
+}
+
+/** An equality the index seek satisfies; `null` means `IS NULL`. */
+export interface Seek {
+  readonly column: string
+  readonly value: Scalar
+}
+
+/**
+ * How candidate rows of the root table are read. `Ordered`: an index (or the primary
+ * key) walked in the page's order, so the page stops after enough matches. `Sorted`:
+ * the rows the seek selects, read unordered and sorted. `index` undefined is the
+ * primary key.
+ */
+export type Access =
+  | { readonly _tag: "Ordered"; readonly index: string | undefined; readonly seek: ReadonlyArray<Seek> }
+  | { readonly _tag: "Sorted"; readonly index: string | undefined; readonly seek: ReadonlyArray<Seek> }
+
+export interface Plan {
+  readonly entity: CompiledEntity
+  readonly select: ReadonlyArray<{ readonly name: string; readonly resolved: Resolved }>
+  /** The total order: the document's terms up to `id`, then `id`. */
+  readonly order: ReadonlyArray<OrderKey>
+  readonly joins: ReadonlyArray<Join>
+  /** The filter left after the seek, applied to every candidate row. */
+  readonly rest: Filter | undefined
+  readonly first: number
+  readonly access: Access
+  /** Digest of the document without `page`: what a cursor is bound to. */
+  readonly fingerprint: string
+}
+
+export interface IdField {
+  readonly name: "id"
+  readonly column: "text"
+  readonly nullable: false
+  readonly literals?: undefined
+  readonly operators: ReadonlyArray<string>
+}
+
+export const idField: IdField = {
+  name: "id",
+  column: "text",
+  nullable: false,
+  operators: ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
+}
+
+const pointer = (segment: string) => segment.replace(/~/g, "~0").replace(/\//g, "~1")
+
+const invalid = (where: string, message: string) =>
+  new InvalidQuery({ message: `${where}: ${message}`, issues: [{ path: where, message }] })
+
+const budget = (limit: keyof QueryLimitsShape, message: string) => new QueryBudgetExceeded({ limit, message })
+
+const isError = (u: unknown): u is PublicError =>
+  u instanceof InvalidQuery || u instanceof Inaccessible || u instanceof QueryBudgetExceeded || u instanceof UnknownDefinition
+
+const countNodes = (filter: Filter): number =>
+  filter.op === "and" || filter.op === "or"
+    ? filter.filters.reduce((n, f) => n + countNodes(f), 1)
+    : filter.op === "not"
+      ? 1 + countNodes(filter.filter)
+      : 1
+
+const largestIn = (filter: Filter): number =>
+  filter.op === "and" || filter.op === "or"
+    ? Math.max(0, ...filter.filters.map(largestIn))
+    : filter.op === "not"
+      ? largestIn(filter.filter)
+      : filter.op === "in" || filter.op === "notIn"
+        ? filter.value.length
+        : 0
+
+const typeName = (field: FieldInfo): string =>
+  field.literals
+    ? `one of ${field.literals.map((l) => JSON.stringify(l)).join(", ")}`
+    : { text: "a string", integer: "an integer", real: "a number", boolean: "true or false" }[field.column]
+
+const fits = (field: FieldInfo, value: Scalar): boolean => {
+  if (field.literals) return field.literals.includes(value as string | number | boolean)
+  switch (field.column) {
+    case "text":
+      return typeof value === "string"
+    case "integer":
+      return typeof value === "number" && Number.isSafeInteger(value)
+    case "real":
+      return typeof value === "number" && Number.isFinite(value)
+    case "boolean":
+      return typeof value === "boolean"
+  }
+}
+
+class Planner {
+  private readonly joins = new Map<string, Join>()
+
+  constructor(
+    readonly view: View,
+    readonly entity: CompiledEntity,
+    readonly limits: QueryLimitsShape
+  ) {}
+
+  joinList(): ReadonlyArray<Join> {
+    return [...this.joins.values()]
+  }
+
+  /**
+   * Resolves a path in the visible catalog. A hidden field, relationship or entity
+   * answers exactly as a nonexistent one: the message depends only on the request
+   * and on what the caller can see.
+   */
+  resolve(path: Path, where: string): Resolved | PublicError {
+    if (path.length - 1 > this.limits.maxPathDepth) {
+      return budget(
+        "maxPathDepth",
+        `${where}: the path ${JSON.stringify(path)} follows ${path.length - 1} relationships; at most ${this.limits.maxPathDepth} are allowed. Query the related entity directly instead.`
+      )
+    }
+    let current = this.entity.name
+    let owner = ""
+    const hops: Array<CompiledRelationship> = []
+    const unknown = (segment: string) =>
+      new Inaccessible({
+        message: `${where}: the path ${JSON.stringify(path)} cannot be resolved: "${segment}" is not a field or relationship of ${current} that you can use. Inspect ${current} with describe to see its fields and relationships.`
+      })
+    for (const [i, segment] of path.entries()) {
+      if (i === path.length - 1) {
+        if (segment === "id") return { hops, field: idField, owner }
+        const field = this.view.field(current, segment)
+        if (field) return { hops, field, owner }
+        const rel = this.view.relationship(current, segment)
+        if (rel) {
+          return invalid(
+            where,
+            `the path ${JSON.stringify(path)} ends at the relationship "${segment}"; add a field of ${rel.target} after it, e.g. ${JSON.stringify([...path, "id"])}.`
+          )
+        }
+        return unknown(segment)
+      }
+      const rel = this.view.relationship(current, segment)
+      if (!rel) {
+        if (segment === "id" || this.view.field(current, segment)) {
+          return invalid(where, `the path ${JSON.stringify(path)} continues after the field "${segment}"; only relationships can be followed.`)
+        }
+        return unknown(segment)
+      }
+      const key = owner === "" ? segment : `${owner}.${segment}`
+      if (!this.joins.has(key)) this.joins.set(key, { key, parent: owner, relationship: rel })
+      hops.push(rel)
+      owner = key
+      current = rel.target
+    }
+    return unknown(path[path.length - 1]!)
+  }
+
+  checkFilter(filter: Filter, where: string): PublicError | undefined {
+    switch (filter.op) {
+      case "and":
+      case "or": {
+        for (const [i, f] of filter.filters.entries()) {
+          const error = this.checkFilter(f, `${where}/filters/${i}`)
+          if (error) return error
+        }
+        return undefined
+      }
+      case "not":
+        return this.checkFilter(filter.filter, `${where}/filter`)
+      default: {
+        const resolved = this.resolve(filter.path, `${where}/path`)
+        if (isError(resolved)) return resolved
+        const field = resolved.field
+        if (!field.operators.includes(filter.op)) {
+          return invalid(
+            `${where}/op`,
+            `"${filter.op}" cannot be applied to ${JSON.stringify(filter.path)}; its operators are ${field.operators.join(", ")}.`
+          )
+        }
+        if (filter.op === "isNull") return undefined
+        const values: ReadonlyArray<Scalar> = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value as Scalar]
+        for (const [i, value] of values.entries()) {
+          const at = filter.op === "in" || filter.op === "notIn" ? `${where}/value/${i}` : `${where}/value`
+          if (value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
+          if (filter.op === "startsWith" || filter.op === "contains") {
+            if (typeof value !== "string") return invalid(at, `"${filter.op}" takes a string.`)
+          } else if (!fits(field, value)) {
+            return invalid(at, `${JSON.stringify(value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
+          }
+        }
+        return undefined
+      }
+    }
+  }
+}
+
+interface Candidate {
+  readonly index: string | undefined
+  /** How many leading index fields the seek fixes. */
+  readonly fixed: number
+  readonly fields: ReadonlyArray<string>
+}
+
+/**
+ * Chooses the access path. A walk is `Ordered` when an index's fields are some
+ * equalities of the filter followed exactly by the order's fields (all on the root
+ * entity, one direction), since a WITHOUT ROWID index ends with `id`: the page then
+ * stops after enough matches. Otherwise the rows selected by the longest equality
+ * prefix of any index are read and sorted. An ordered walk is preferred unless another
+ * index fixes more equalities (a narrower seek beats a longer walk).
+ */
+const chooseAccess = (
+  entity: CompiledEntity,
+  equalities: ReadonlyMap<string, Scalar>,
+  order: ReadonlyArray<OrderKey>
+): Access => {
+  const seekOf = (fields: ReadonlyArray<string>): ReadonlyArray<Seek> =>
+    fields.map((column) => ({ column, value: equalities.get(column)! }))
+  if (equalities.has("id")) return { _tag: "Sorted", index: undefined, seek: seekOf(["id"]) }
+  const terms = order.slice(0, -1)
+  const direction = order[order.length - 1]!.direction
+  const walkable = terms.every((t) => t.resolved.hops.length === 0 && t.direction === direction)
+  const orderFields = terms.map((t) => t.resolved.field.name)
+  let ordered: Candidate | undefined = orderFields.length === 0 ? { index: undefined, fixed: 0, fields: [] } : undefined
+  let seek: Candidate = { index: undefined, fixed: 0, fields: [] }
+  for (const ix of entity.indexes) {
+    let prefix = 0
+    while (prefix < ix.fields.length && equalities.has(ix.fields[prefix]!)) prefix++
+    if (prefix > seek.fixed) seek = { index: ix.name, fixed: prefix, fields: ix.fields.slice(0, prefix) }
+    if (!walkable) continue
+    for (let fixed = Math.min(prefix, ix.fields.length); fixed >= 0; fixed--) {
+      const tail = ix.fields.slice(fixed)
+      if (tail.length === orderFields.length && tail.every((f, i) => f === orderFields[i])) {
+        if (!ordered || fixed > ordered.fixed) ordered = { index: ix.name, fixed, fields: ix.fields.slice(0, fixed) }
+        break
+      }
+    }
+  }
+  if (walkable && ordered && ordered.fixed >= seek.fixed) return { _tag: "Ordered", index: ordered.index, seek: seekOf(ordered.fields) }
+  return { _tag: "Sorted", index: seek.index, seek: seekOf(seek.fields) }
+}
+
+/** Validates `doc` for `view` within `limits`; the first problem found is the answer. */
+export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape): Plan | PublicError => {
+  const entity = view.entity(doc.from.name)
+  if (!entity) {
+    return new UnknownDefinition({
+      message: `No entity named "${doc.from.name}" is defined. Browse or search with describe to find exact references.`
+    })
+  }
+  const first = doc.page?.first ?? limits.defaultPageSize
+  if (first > limits.maxPageSize) {
+    return budget(
+      "maxPageSize",
+      `/query/page/first: pages hold at most ${limits.maxPageSize} rows; ask for ${limits.maxPageSize} or fewer and continue with the cursor.`
+    )
+  }
+  const selectEntries = Object.entries(doc.select)
+  if (selectEntries.length === 0) return invalid("/query/select", "select at least one path, e.g. {\"id\": {\"path\": [\"id\"]}}.")
+  if (selectEntries.length > limits.maxProjection) {
+    return budget(
+      "maxProjection",
+      `/query/select: ${selectEntries.length} outputs requested; at most ${limits.maxProjection} are allowed. Select fewer paths.`
+    )
+  }
+  const docOrder = doc.order ?? []
+  if (docOrder.length > limits.maxOrderTerms) {
+    return budget("maxOrderTerms", `/query/order: ${docOrder.length} order terms; at most ${limits.maxOrderTerms} are allowed. Order by fewer paths.`)
+  }
+  if (doc.where) {
+    const nodes = countNodes(doc.where)
+    if (nodes > limits.maxFilterNodes) {
+      return budget("maxFilterNodes", `/query/where: the filter has ${nodes} nodes; at most ${limits.maxFilterNodes} are allowed. Simplify the filter.`)
+    }
+    const values = largestIn(doc.where)
+    if (values > limits.maxInValues) {
+      return budget(
+        "maxInValues",
+        `/query/where: an in/notIn list has ${values} values; at most ${limits.maxInValues} are allowed. Split the query or filter on a broader field.`
+      )
+    }
+  }
+
+  const planner = new Planner(view, entity, limits)
+  const select: Array<{ name: string; resolved: Resolved }> = []
+  for (const [name, selection] of selectEntries) {
+    const resolved = planner.resolve(selection.path, `/query/select/${pointer(name)}/path`)
+    if (isError(resolved)) return resolved
+    select.push({ name, resolved })
+  }
+  if (doc.where) {
+    const error = planner.checkFilter(doc.where, "/query/where")
+    if (error) return error
+  }
+  const order: Array<OrderKey> = []
+  for (const [i, term] of docOrder.entries()) {
+    const resolved = planner.resolve(term.path, `/query/order/${i}/path`)
+    if (isError(resolved)) return resolved
+    order.push({ resolved, direction: term.direction })
+    // `id` is unique: it completes the order, so later terms could never matter.
+    if (resolved.hops.length === 0 && resolved.field.name === "id") break
+  }
+  const last = order[order.length - 1]
+  if (!last || last.resolved.hops.length > 0 || last.resolved.field.name !== "id") {
+    order.push({ resolved: { hops: [], field: idField, owner: "" }, direction: last?.direction ?? "asc" })
+  }
+
+  const conjuncts: ReadonlyArray<Filter> = doc.where === undefined ? [] : doc.where.op === "and" ? doc.where.filters : [doc.where]
+  const equalities = new Map<string, Scalar>()
+  const source = new Map<string, number>()
+  conjuncts.forEach((f, i) => {
+    if ((f.op === "eq" || f.op === "isNull") && f.path.length === 1 && !equalities.has(f.path[0]!)) {
+      equalities.set(f.path[0]!, f.op === "eq" ? f.value : null)
+      source.set(f.path[0]!, i)
+    }
+  })
+  const access = chooseAccess(entity, equalities, order)
+  const consumed = new Set(access.seek.map((s) => source.get(s.column)!))
+  const remaining = conjuncts.filter((_, i) => !consumed.has(i))
+  const rest: Filter | undefined =
+    remaining.length === 0 ? undefined : remaining.length === 1 ? remaining[0] : { op: "and", filters: remaining }
+
+  return {
+    entity,
+    select,
+    order,
+    joins: planner.joinList(),
+    rest,
+    first,
+    access,
+    fingerprint: digest({ v: 1, from: doc.from.name, where: doc.where ?? null, select: doc.select, order: docOrder })
+  }
+}
+
+export { isError }
