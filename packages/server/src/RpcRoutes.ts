@@ -5,9 +5,27 @@
  * overload into 503 + `Retry-After`; the handlers call the one `DataPlane` engine.
  */
 import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { RpcSerialization, RpcServer } from "@effect/rpc"
-import { Authentication, CurrentPrincipal, dataRpcPath, DataRpcs, type Overloaded, type PublicError } from "@cairn/domain"
-import { Cause, Context, Effect, Layer, Option } from "effect"
+import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
+import {
+  Authentication,
+  CurrentPrincipal,
+  dataRpcPath,
+  type DataRpcs,
+  decodeStrict,
+  DescribeRequest,
+  DescribeResult,
+  InternalError,
+  InvalidInput,
+  InvalidQuery,
+  type Issue,
+  MutateRequest,
+  type Overloaded,
+  PublicError,
+  QueryRequest,
+  QueryResult,
+  Receipt
+} from "@cairn/domain"
+import { Cause, Context, Effect, Layer, Option, Schema } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import { DataPlane } from "./DataPlane.js"
 import * as FrontMetrics from "./FrontMetrics.js"
@@ -17,8 +35,45 @@ import { Limits } from "./Limits.js"
 
 export const rpcPath = dataRpcPath
 
-/** The group as served: every RPC receives the principal the gate verified. */
-const ServedRpcs = DataRpcs.middleware(Authentication)
+/**
+ * `DataRpcs` as served: the same tags, results and errors on the wire, but payloads arrive
+ * undecoded so the handlers decode them strictly, like the MCP tools, and a malformed
+ * request is a typed `InvalidQuery`/`InvalidInput` with its issues instead of a defect.
+ * Every RPC receives the principal the gate verified.
+ */
+class ServedRpcs extends RpcGroup.make(
+  Rpc.make("Describe", { payload: Schema.Unknown, success: DescribeResult, error: PublicError }),
+  Rpc.make("Query", { payload: Schema.Unknown, success: QueryResult, error: PublicError }),
+  Rpc.make("Mutate", { payload: Schema.Unknown, success: Receipt, error: PublicError })
+).middleware(Authentication) {}
+
+/** Compile-time guard: the served group answers exactly the tags, results and errors of `DataRpcs`. */
+type Wire = RpcGroup.Rpcs<typeof DataRpcs>
+type Served = RpcGroup.Rpcs<typeof ServedRpcs>
+type Answer<R, T> = R extends { readonly _tag: T } ? [Rpc.Success<R>, Rpc.Error<R>] : never
+type Mismatched = {
+  [T in Wire["_tag"] | Served["_tag"]]: [Answer<Wire, T>] extends [Answer<Served, T>] ? ([Answer<Served, T>] extends [Answer<Wire, T>] ? never : T) : T
+}[Wire["_tag"] | Served["_tag"]]
+const servedAsWire: [Mismatched] extends [never] ? true : Mismatched = true
+
+const summary = (issues: ReadonlyArray<Issue>): string =>
+  issues
+    .slice(0, 5)
+    .map((i) => `${i.path}: ${i.message}`)
+    .join("; ") + (issues.length > 5 ? `; and ${issues.length - 5} more` : "")
+
+const decodeDescribe = decodeStrict(
+  DescribeRequest,
+  (issues) => new InvalidQuery({ message: `The describe request does not match its schema: ${summary(issues)}.`, issues })
+)
+const decodeQuery = decodeStrict(
+  QueryRequest,
+  (issues) => new InvalidQuery({ message: `The query request does not match its schema: ${summary(issues)}.`, issues })
+)
+const decodeMutate = decodeStrict(
+  MutateRequest,
+  (issues) => new InvalidInput({ message: `The mutate request does not match its schema: ${summary(issues)}.`, issues })
+)
 
 /** Per-request state a handler hands back to the gate (RPC responses are always 200). */
 class Exchange extends Context.Tag("@cairn/server/RpcRoutes/Exchange")<
@@ -120,8 +175,10 @@ const observe =
       Effect.tapError((error) => FrontMetrics.recordRpc(rpc, error.code)),
       Effect.catchAllDefect((defect) =>
         Effect.gen(function* () {
-          const requestId = yield* Correlation.id
           yield* FrontMetrics.recordRpc(rpc, "defect")
+          // The engine already logged this one under its reference; its message is safe to show.
+          if (defect instanceof InternalError) return yield* Effect.die(defect.message)
+          const requestId = yield* Correlation.id
           yield* Effect.logError(`${rpc} failed inside the server`, Cause.die(defect))
           return yield* Effect.die(
             `The server failed while handling this request; it was logged as ${requestId}. Retry later, or report that reference.`
@@ -145,11 +202,19 @@ const Handlers = ServedRpcs.toLayer(
   Effect.gen(function* () {
     const plane = yield* DataPlane
     return ServedRpcs.of({
-      Describe: (request) =>
-        Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, request)).pipe(observe("Describe")),
-      Query: (request) => Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, request)).pipe(observe("Query")),
-      Mutate: (request) =>
-        Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, request)).pipe(
+      Describe: (payload) =>
+        Effect.all([CurrentPrincipal, decodeDescribe(payload)]).pipe(
+          Effect.flatMap(([principal, request]) => plane.describe(principal, request)),
+          observe("Describe")
+        ),
+      Query: (payload) =>
+        Effect.all([CurrentPrincipal, decodeQuery(payload)]).pipe(
+          Effect.flatMap(([principal, request]) => plane.query(principal, request)),
+          observe("Query")
+        ),
+      Mutate: (payload) =>
+        Effect.all([CurrentPrincipal, decodeMutate(payload)]).pipe(
+          Effect.flatMap(([principal, request]) => plane.mutate(principal, request)),
           Effect.catchTag("Overloaded", refuseOverloaded),
           observe("Mutate")
         )

@@ -9,7 +9,7 @@ import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { compile, CursorKey, describe, View } from "@cairn/catalog"
-import { Inaccessible, InvalidQuery, Overloaded } from "@cairn/domain"
+import { Inaccessible, InternalError, InvalidQuery, Overloaded } from "@cairn/domain"
 import {
   DataPlane,
   FrontMiddleware,
@@ -92,7 +92,8 @@ export const secretDefect = "SELECT * FROM internal_table_7f3a WHERE db_file='te
 /**
  * describe: the real engine. query: one row echoing the principal and the request, or a public
  * error, or a slow answer (`page.first` = 999 sleeps 5 s). mutate: a receipt echoing the input, `Inaccessible`
- * for target id "hidden", `Overloaded` for invocation ids starting "overload", a defect for "boom".
+ * for target id "hidden", `Overloaded` for invocation ids starting "overload", a defect for "boom",
+ * the engine's own `InternalError` defect for "internal".
  */
 export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(function* () {
   const catalog = yield* compile(tracker)
@@ -117,6 +118,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
     mutate: (_principal, request) => {
       if (request.invocationId.startsWith("overload")) return Effect.fail(new Overloaded({ message: "The database is busy.", retryAfterSeconds: 3 }))
       if (request.target?.id === "boom") return Effect.die(new Error(secretDefect))
+      if (request.target?.id === "internal") return Effect.die(InternalError.withReference("ref-1234"))
       if (request.target?.id === "hidden") return Effect.fail(new Inaccessible({ message: "That target cannot be revealed." }))
       return Effect.succeed({
         invocationId: request.invocationId,

@@ -2,6 +2,7 @@
 // layer (401/400 with WWW-Authenticate), the principal taken only from the verified token,
 // public errors inside RPC exits, overload as 503 + Retry-After, defects without leaks.
 import { describe, expect, it } from "@effect/vitest"
+import { InternalError } from "@cairn/domain"
 import { Effect } from "effect"
 import { generateKeyPair, SignJWT } from "jose"
 import { type Front, mint, secretDefect, startFront } from "./FrontStack.js"
@@ -65,6 +66,33 @@ describe("/db/rpc", () => {
       expect(exitOf(invalid.text)).toEqual({ _tag: "Failure", cause: { _tag: "Fail", error: { _tag: "InvalidQuery", message: 'No entity named "Nope" is defined.' } } })
       const hidden = yield* post(front, mutate("hidden", "0190a5b0-0000-7000-8000-000000000002"), bearer(token))
       expect(exitOf(hidden.text).cause.error).toEqual({ _tag: "Inaccessible", message: "That target cannot be revealed." })
+    })
+  )
+
+  it.scopedLive("decodes requests strictly: a malformed one is a typed InvalidQuery or InvalidInput with its issues", () =>
+    Effect.gen(function* () {
+      const front = yield* startFront()
+      const token = yield* front.token({ sub: "alice", org: "acme" })
+      const failure = (text: string) => {
+        const exit = exitOf(text)
+        expect(exit._tag).toBe("Failure")
+        expect(exit.cause._tag).toBe("Fail")
+        return exit.cause.error as { _tag: string; message: string; issues: Array<{ path: string; message: string }> }
+      }
+      const badVersion = failure((yield* post(front, request("Query", { query: { version: 2, from: { kind: "entity", name: "Task" }, select: {} } }), bearer(token))).text)
+      expect(badVersion._tag).toBe("InvalidQuery")
+      expect(badVersion.issues.map((i) => i.path)).toEqual(["/query/version"])
+      expect(badVersion.message).toMatch(/^The query request does not match its schema: \/query\/version: /)
+
+      const extraKey = failure((yield* post(front, request("Describe", { browse: { kinds: ["entity"] }, everything: true }), bearer(token))).text)
+      expect(extraKey._tag).toBe("InvalidQuery")
+      expect(extraKey.issues.map((i) => i.path)).toEqual(["/everything"])
+
+      const noInvocation = failure(
+        (yield* post(front, request("Mutate", { operation: { kind: "operation", owner: { kind: "entity", name: "Task" }, name: "complete" } }), bearer(token))).text
+      )
+      expect(noInvocation._tag).toBe("InvalidInput")
+      expect(noInvocation.issues.map((i) => i.path)).toEqual(["/invocationId"])
     })
   )
 
@@ -151,6 +179,10 @@ describe("/db/rpc", () => {
       expect(answer.text).not.toContain("internal_table")
       const logged = front.logs().filter((line) => line.includes(`requestId=${requestId}`))
       expect(logged.some((line) => line.includes("level=ERROR") && line.includes(secretDefect))).toBe(true)
+
+      // The engine's InternalError already names its logged reference: it passes through as is.
+      const internal = yield* post(front, mutate("internal", "0190a5b0-0000-7000-8000-000000000004"), bearer(token))
+      expect(exitOf(internal.text).cause).toEqual({ _tag: "Die", defect: InternalError.withReference("ref-1234").message })
     })
   )
 })
