@@ -226,6 +226,23 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("a record changed in the same range as a revocation is removed, judged as the client last saw it", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1, carolMember } = yield* seed
+        const db = yield* database()
+        // Only tasks: no untouched project row reveals the revocation, so t1's own change must.
+        const snap = yield* snapshotAll(db, carol, tasksOnly)
+        assert.deepStrictEqual([...snap.records.keys()], [`Task/${t1}`])
+        yield* run(alice, "Member", "remove", {}, carolMember)
+        yield* run(alice, "Task", "rename", { title: "After revocation" }, t1)
+        const messages = yield* changesOnce(db, carol, snap.checkpoint.cursor, tasksOnly)
+        assert.deepStrictEqual(kinds(messages), [`Remove Task/${t1}`])
+        applyBatch(snap.records, messages[0]!)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol, tasksOnly))
+      })
+    ))
+
   it.scoped("compaction keeps positions and receipts but sends older cursors to a resnapshot", () =>
     withEngine(
       Effect.gen(function* () {

@@ -7,7 +7,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Catalog, compile, Operation, RootSchema, View } from "@cairn/catalog"
+import { type Catalog, compile, Operation, RootSchema, RowScope, View } from "@cairn/catalog"
 import { type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
 import { inScopeEffect, Policy } from "@cairn/policy"
 import { type Database, Databases, Handler, Handlers, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
@@ -144,8 +144,12 @@ export const who = (subject: string, options: { readonly roles?: ReadonlyArray<s
 
 export const viewOf = (principal: Principal) => Effect.map(tracker, (t) => t.policy.view(principal))
 
-/** Runs one operation as `principal`, bypassing policy (tests set up data freely). */
+/** Runs one operation as `principal`, bypassing policy (tests set up data freely); a refusal is a defect. */
 export const run = (principal: Principal, owner: string, name: string, input: unknown, target?: string) =>
+  Effect.orDie(attempt(principal, owner, name, input, target))
+
+/** `run`, answering the operation's refusal as a failure. */
+export const attempt = (principal: Principal, owner: string, name: string, input: unknown, target?: string) =>
   Effect.gen(function* () {
     const { catalog } = yield* tracker
     const request: MutateRequest = {
@@ -155,7 +159,7 @@ export const run = (principal: Principal, owner: string, name: string, input: un
       ...(target !== undefined ? { target: { kind: "entity", entity: owner, id: target } } : {})
     }
     return yield* mutate({ view: View.full(catalog), principal, request })
-  }).pipe(Effect.orDie)
+  })
 
 export const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
 
@@ -180,13 +184,14 @@ export const visibleTo = (database: Database, principal: Principal, scope: SyncS
         (rows) => rows.map((r) => Layout.decodeRecord(catalog.entity(entity)!, r))
       )
     const out = new Map<string, Record<string, unknown>>()
-    for (const { from } of scope.entities) {
+    for (const { from, where } of scope.entities) {
       const entity = view.entity(from.name)
       if (!entity) continue
       const rows = yield* database.reader.unsafe<Record<string, unknown>>(`SELECT * FROM ${Layout.tableName(entity)}`)
       for (const row of rows) {
         const record = Layout.decodeRecord(entity, row)
         if (!(yield* inScopeEffect(catalog, entity.name, view.rowScope(entity.name), record, lookup))) continue
+        if (where && !(yield* inScopeEffect(catalog, entity.name, RowScope.where(where), record, lookup))) continue
         const visible: Record<string, unknown> = { id: record["id"] }
         for (const f of view.fields(entity)) if (record[f.name] !== undefined) visible[f.name] = record[f.name]
         out.set(`${entity.name}/${record["id"] as string}`, visible)
