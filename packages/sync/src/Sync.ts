@@ -21,7 +21,6 @@ import {
 import { type Database, Log } from "@cairn/store"
 import { Clock, Duration, Effect, Metric, Option, Stream } from "effect"
 import { replay } from "./internal/replay.js"
-import { rows } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
@@ -98,7 +97,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         reader.withTransaction(
           Effect.gen(function* () {
             const start = continuation ? continuation.start : yield* Log.lastPosition(reader)
-            const lookups = rows(view.catalog, reader)
             let entry = continuation?.entry ?? 0
             let after = continuation?.after ?? null
             const records: Array<SyncRecord> = []
@@ -107,12 +105,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               const part = yield* readPage({
                 catalog: view.catalog,
                 reader,
-                rows: lookups,
                 entry: scope.entries[entry]!,
                 after,
                 maxRecords: config.pageRows - records.length,
-                maxBytes: config.pageBytes - bytes,
-                maxExamined: config.pageRows * 20
+                maxBytes: config.pageBytes - bytes
               })
               records.push(...part.records)
               bytes += part.bytes

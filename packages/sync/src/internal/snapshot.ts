@@ -1,20 +1,20 @@
 /**
  * Reads one entity's part of a snapshot page: the records in the principal's scope
- * after a given id, in id order, within the page's record and byte budget.
+ * (row scope and the client's filter, compiled to SQL by the query package) after a
+ * given id, in id order, within the page's record and byte budget.
  */
 import type { SqlClient, SqlError } from "@effect/sql"
 import type { Catalog } from "@cairn/catalog"
 import type { SyncRecord } from "@cairn/domain"
-import { inScopeEffect } from "@cairn/policy"
+import { scopeFilterSql } from "@cairn/query"
 import { Layout } from "@cairn/store"
 import { Effect } from "effect"
-import type { Rows } from "./rows.js"
 import { entryFilter, type ScopeEntry, strip } from "./scope.js"
 
 export interface EntityPage {
   readonly records: ReadonlyArray<SyncRecord>
   readonly bytes: number
-  /** The last id read; the next page of this entity starts after it. */
+  /** The last id sent; the next page of this entity starts after it. */
   readonly last: string | null
   /** No records of this entity remain after `last`. */
   readonly exhausted: boolean
@@ -23,49 +23,41 @@ export interface EntityPage {
 export interface PageOptions {
   readonly catalog: Catalog
   readonly reader: SqlClient.SqlClient
-  readonly rows: Rows
   readonly entry: ScopeEntry
   readonly after: string | null
   readonly maxRecords: number
   readonly maxBytes: number
-  /** Rows examined at most, so one page's work stays bounded however selective the scope. */
-  readonly maxExamined: number
 }
 
 export const readPage = (options: PageOptions): Effect.Effect<EntityPage, SqlError.SqlError> =>
   Effect.gen(function* () {
-    const { entry, reader } = options
+    const { entry } = options
     const filter = entryFilter(entry)
     if (filter._tag === "None") return { records: [], bytes: 0, last: options.after, exhausted: true }
+    const condition =
+      filter._tag === "All" ? { text: "1", params: [] } : scopeFilterSql(options.catalog, entry.entity.name, filter.filter, "r")
+    const found = yield* options.reader.unsafe<Record<string, unknown>>(
+      `SELECT "r".* FROM ${Layout.tableName(entry.entity)} AS "r" WHERE ${condition.text}${
+        options.after === null ? "" : ` AND "r"."id" > ?`
+      } ORDER BY "r"."id" LIMIT ?`,
+      [...condition.params, ...(options.after === null ? [] : [options.after]), options.maxRecords]
+    )
     const records: Array<SyncRecord> = []
     let bytes = 0
-    let last = options.after
-    let examined = 0
-    const chunk = Math.min(Math.max(options.maxRecords, 64), 2000)
-    const table = Layout.tableName(entry.entity)
-    for (;;) {
-      const found = yield* reader.unsafe<Record<string, unknown>>(
-        last === null
-          ? `SELECT * FROM ${table} ORDER BY "id" LIMIT ?`
-          : `SELECT * FROM ${table} WHERE "id" > ? ORDER BY "id" LIMIT ?`,
-        last === null ? [chunk] : [last, chunk]
-      )
-      for (const row of found) {
-        const record = Layout.decodeRecord(entry.entity, row)
-        examined += 1
-        if (yield* inScopeEffect(options.catalog, entry.entity.name, filter, record, options.rows.lookup)) {
-          const visible = strip(entry, record)
-          const size = JSON.stringify(visible).length + entry.entity.name.length + 32
-          if (records.length > 0 && (records.length >= options.maxRecords || bytes + size > options.maxBytes)) {
-            return { records, bytes, last, exhausted: false }
-          }
-          records.push({ entity: entry.entity.name, id: record["id"] as string, record: visible })
-          bytes += size
-        }
-        last = record["id"] as string
-        if (examined >= options.maxExamined && records.length > 0) return { records, bytes, last, exhausted: false }
+    for (const row of found) {
+      const visible = strip(entry, Layout.decodeRecord(entry.entity, row))
+      const size = JSON.stringify(visible).length + entry.entity.name.length + 32
+      // A page always makes progress: its first record goes in whatever its size.
+      if (records.length > 0 && bytes + size > options.maxBytes) {
+        return { records, bytes, last: records[records.length - 1]!.id, exhausted: false }
       }
-      if (found.length < chunk) return { records, bytes, last, exhausted: true }
-      if (examined >= options.maxExamined) return { records, bytes, last, exhausted: false }
+      records.push({ entity: entry.entity.name, id: visible["id"] as string, record: visible })
+      bytes += size
+    }
+    return {
+      records,
+      bytes,
+      last: records.length > 0 ? records[records.length - 1]!.id : options.after,
+      exhausted: found.length < options.maxRecords
     }
   })
