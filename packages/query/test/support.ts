@@ -38,7 +38,7 @@ export const setupSchema = Effect.gen(function* () {
 
 export const TestLive = Layer.mergeAll(
   Layer.effectDiscard(setupSchema).pipe(Layer.provideMerge(DatabaseLive)),
-  QueryPlanner.Default.pipe(Layer.provide(Keys))
+  QueryPlanner.Default.pipe(Layer.provideMerge(Keys))
 )
 
 export const who = (subject: string, databaseKey = "acme") =>
