@@ -15,9 +15,9 @@ import {
   type Overloaded,
   type Principal,
   type PublicError,
-  QueryRequest,
   toPublicBody
 } from "@cairn/domain"
+import { decodeQueryRequest } from "@cairn/query"
 import type { DataPlaneShape } from "@cairn/server"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"
@@ -33,15 +33,6 @@ const decodeDescribe = decodeStrict(
   (issues) =>
     new InvalidQuery({
       message: `The describe arguments do not match the tool's input schema: ${describeIssues(issues)}.`,
-      issues
-    })
-)
-
-const decodeQuery = decodeStrict(
-  QueryRequest,
-  (issues) =>
-    new InvalidQuery({
-      message: `The query arguments do not match the tool's input schema: ${describeIssues(issues)}.`,
       issues
     })
 )
@@ -85,7 +76,8 @@ export const callTool = Effect.fn("Mcp.callTool")(function* (
     name === "describe"
       ? Effect.flatMap(decodeDescribe(args ?? {}), (request) => plane.describe(principal, request))
       : name === "query"
-        ? Effect.flatMap(decodeQuery(args ?? {}), (request) => plane.query(principal, request))
+        ? // The query package's decoder: precise issues inside filters, and their size bounded first.
+          Effect.flatMap(decodeQueryRequest(args ?? {}), (request) => plane.query(principal, request))
         : Effect.flatMap(decodeMutate(args ?? {}), (request) => plane.mutate(principal, request))
   return yield* run.pipe(
     Effect.map(success),
