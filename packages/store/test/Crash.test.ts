@@ -20,7 +20,8 @@ interface Ack {
 /** Runs the child until it has acknowledged `atLeast` answers, then SIGKILLs it; returns the complete ack lines. */
 const runAndKill = (dataDir: string, atLeast: number) =>
   Effect.async<{ readonly acks: ReadonlyArray<Ack>; readonly signal: string | null; readonly stderr: string }>((resume) => {
-    const child = spawn(join(repoRoot, "node_modules", ".bin", "tsx"), [fixture, dataDir], {
+    // node itself with the tsx loader (not the tsx CLI, which would run the load in a grandchild that SIGKILL misses).
+    const child = spawn(process.execPath, ["--import", "tsx", fixture, dataDir], {
       cwd: repoRoot,
       stdio: ["ignore", "pipe", "pipe"]
     })
