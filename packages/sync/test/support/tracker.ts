@@ -41,6 +41,14 @@ export const TaskMove = Operation.make({
   input: Schema.Struct({ projectId: Schema.String }),
   output: Empty
 })
+export const TaskCreateMany = Operation.make({
+  owner: T.Task,
+  name: "createMany",
+  description: "Create `count` open tasks in a project in one commit (test only).",
+  targeted: false,
+  input: Schema.Struct({ projectId: Schema.String, count: Schema.Int, prefix: Schema.String }),
+  output: Empty
+})
 export const LabelCreate = Operation.make({
   owner: T.Label,
   name: "create",
@@ -63,6 +71,7 @@ const operations = [
   T.TaskReopen,
   T.TaskAssign,
   TaskMove,
+  TaskCreateMany,
   T.CommentAdd,
   T.CommentEdit,
   LabelCreate
@@ -106,6 +115,15 @@ export const handlers: Handlers.Handlers = {
       target.status === "open" ? Handler.reject("Already open.") : Effect.as(tx.patch("Task", target.id, { status: "open", updatedAt: now }), {}),
     "Task.assign": ({ input, target, tx, now }: Ctx) =>
       Effect.as(tx.patch("Task", target.id, { assigneeId: input.assigneeId, updatedAt: now }), {}),
+    "Task.createMany": ({ input, tx, now }: Ctx) =>
+      Effect.as(
+        Effect.forEach(
+          Array.from({ length: input.count }, (_, i) => i),
+          (i) => tx.insert("Task", { projectId: input.projectId, title: `${input.prefix} ${i}`, status: "open", priority: 1 + (i % 5), ...stamp(now) }),
+          { discard: true }
+        ),
+        {}
+      ),
     "Task.move": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { projectId: input.projectId, updatedAt: now }), {}),
     "Comment.add": ({ input, tx, principal, now }: Ctx) =>
       Effect.map(tx.insert("Comment", { ...input, authorId: principal.subject, ...stamp(now) }), (id) => ({ id })),
