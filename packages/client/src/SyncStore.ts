@@ -83,7 +83,8 @@ export const make = Effect.fn("SyncStore.make")(function* () {
   const reactivity = yield* Reactivity.Reactivity
   for (const statement of ddl) yield* sql.unsafe(statement)
 
-  const keysOf = (entities: Iterable<string>) => ({ entity: [...new Set(entities)] })
+  // One key per entity (array form: a record form would also fire every watcher of the table).
+  const keysOf = (entities: Iterable<string>) => [...new Set(entities)].map((e) => `sync-records:${e}`)
   const allEntities = Effect.map(
     sql<{ entity: string }>`SELECT DISTINCT entity FROM sync_records`,
     (rows) => rows.map((r) => r.entity)
