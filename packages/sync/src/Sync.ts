@@ -18,6 +18,7 @@ import {
   type SyncMessage,
   type SyncRecord
 } from "@cairn/domain"
+import type { RecordValue } from "@cairn/policy"
 import { type Database, Log } from "@cairn/store"
 import { Clock, Duration, Effect, Metric, Option, Stream } from "effect"
 import { replay } from "./internal/replay.js"
@@ -36,6 +37,22 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     const config = yield* SyncConfig
     /** When each database was last compacted (by opaque id), so compaction runs at most every `compactEvery`. */
     const lastCompaction = new Map<string, number>()
+    /**
+     * Lookup answers per database and state (last committed position): every live stream
+     * of a database replays the same commit against the same state, so they share reads.
+     */
+    const lookupCaches = new Map<string, Map<number, Map<string, ReadonlyArray<RecordValue>>>>()
+    const lookupCache = (database: Database, position: number) => {
+      let byPosition = lookupCaches.get(database.id)
+      if (!byPosition) lookupCaches.set(database.id, (byPosition = new Map()))
+      let cache = byPosition.get(position)
+      if (!cache) {
+        byPosition.set(position, (cache = new Map()))
+        // Keep only the newest few states: streams read the latest one.
+        for (const old of [...byPosition.keys()].sort((a, b) => a - b).slice(0, -4)) byPosition.delete(old)
+      }
+      return cache
+    }
 
     const bindingOf = (principal: Principal, view: View, database: Database, scope: ResolvedScope) =>
       Effect.map(
@@ -172,7 +189,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             if (position > last) return refuse("cursor_mismatch")
             if (last - position > config.maxReplayCommits) return refuse("history_compacted")
             const commits = last === position ? [] : yield* Log.commitsAfter(reader, position, last - position)
-            const result = yield* replay({ catalog: view.catalog, scope, reader, commits, maxDependents: config.maxDependents })
+            const result = yield* replay({
+              catalog: view.catalog,
+              scope,
+              reader,
+              commits,
+              maxDependents: config.maxDependents,
+              cache: lookupCache(database, last)
+            })
             if (result._tag === "AccessChanged") return refuse("access_changed")
             const step: Step = {
               message: {

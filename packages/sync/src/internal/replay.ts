@@ -109,6 +109,8 @@ export interface ReplayOptions {
   readonly commits: ReadonlyArray<LogCommit>
   /** Records whose visibility may be re-checked before resnapshotting instead. */
   readonly maxDependents: number
+  /** Lookup answers shared with other replays reading the same state. */
+  readonly cache?: Map<string, ReadonlyArray<RecordValue>>
 }
 
 export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
@@ -129,7 +131,7 @@ export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlE
     }
 
     // Reads of the current state, shared by every evaluation of this batch.
-    const current = rows(catalog, reader)
+    const current = rows(catalog, reader, options.cache)
     const rowsWhere = current.where
     const lookupNow = current.lookup
     // The start of the range: undo every touched row to its first before image.

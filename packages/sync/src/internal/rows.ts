@@ -19,7 +19,16 @@ export interface Rows {
   readonly lookup: LookupEffect<SqlError.SqlError, never>
 }
 
-export const rows = (catalog: Catalog, reader: SqlClient.SqlClient): Rows => {
+/**
+ * Row reads for one consistent state. `cache` may be shared by every reader of the same
+ * state (the same database at the same last committed position), since a lookup's answer
+ * depends on nothing else.
+ */
+export const rows = (
+  catalog: Catalog,
+  reader: SqlClient.SqlClient,
+  cache: Map<string, ReadonlyArray<RecordValue>> = new Map()
+): Rows => {
   const bind = (entity: string, field: string, value: Scalar) => {
     const f = field === "id" ? undefined : catalog.entity(entity)?.field(field)
     return f ? Layout.encodeValue(f, value) : value
@@ -35,7 +44,6 @@ export const rows = (catalog: Catalog, reader: SqlClient.SqlClient): Rows => {
       (found) => found.map((row) => Layout.decodeRecord(compiled, row))
     )
   }
-  const cache = new Map<string, ReadonlyArray<RecordValue>>()
   const lookup: Rows["lookup"] = (entity, field, value) => {
     const key = `${entity}\u0000${field}\u0000${norm(value)}`
     const hit = cache.get(key)
