@@ -9,8 +9,7 @@ import {
   CallToolRequestSchema,
   type CallToolResult,
   ErrorCode,
-  ListToolsRequestSchema,
-  McpError
+  ListToolsRequestSchema
 } from "@modelcontextprotocol/sdk/types.js"
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { Principal } from "@cairn/domain"
@@ -25,6 +24,20 @@ import { challenge, metadata } from "./ProtectedResource.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
+
+/**
+ * A JSON-RPC error the SDK sends as is (its own `McpError` prefixes the message with
+ * "MCP error <code>:", which only repeats the code to an agent).
+ */
+class ProtocolError extends Error {
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown
+  ) {
+    super(message)
+  }
+}
 
 const serverInfo = { name: "cairn", title: "Cairn", version: "1.0.0" }
 
@@ -70,23 +83,23 @@ const makeServer = (
   server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
     const name = request.params.name
     if (!isToolName(name)) {
-      throw new McpError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
+      throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
     }
     const needed = requiredScope[name]
     if (!principal.scopes.includes(needed)) {
       outcome.missingScope = needed
-      throw new McpError(ErrorCode.InvalidRequest, `The access token lacks the ${needed} scope.`)
+      throw new ProtocolError(ErrorCode.InvalidRequest, `The access token lacks the ${needed} scope.`)
     }
     const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
     if (Exit.isSuccess(exit)) return exit.value
     const failure = Cause.failureOption(exit.cause)
     if (failure._tag === "Some") {
-      throw new McpError(overloadedErrorCode, failure.value.message, { retryAfterSeconds: failure.value.retryAfterSeconds })
+      throw new ProtocolError(overloadedErrorCode, failure.value.message, { retryAfterSeconds: failure.value.retryAfterSeconds })
     }
     const reference = await Runtime.runPromise(runtime)(
       Effect.tap(Correlation.id, () => Effect.logError("MCP tool call failed", exit.cause).pipe(Effect.annotateLogs({ tool: name })))
     )
-    throw new McpError(ErrorCode.InternalError, `The request failed inside the server; it was logged as ${reference}. Retry later.`)
+    throw new ProtocolError(ErrorCode.InternalError, `The request failed inside the server; it was logged as ${reference}. Retry later.`)
   })
   return server
 }

@@ -8,6 +8,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { v7 as uuidv7 } from "uuid"
 import { freePort, startStack } from "./support/stack.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
@@ -59,7 +60,7 @@ describe("external MCP clients", () => {
     })
   )
 
-  it.scoped("the MCP Inspector CLI lists exactly three tools and calls describe", () =>
+  it.scoped("the MCP Inspector CLI lists exactly three tools and calls query", () =>
     Effect.gen(function* () {
       requireTool(node22, install.node22)
       requireTool(inspector, install.inspector)
@@ -71,10 +72,26 @@ describe("external MCP clients", () => {
       const tools = JSON.parse(listed.stdout) as { tools: Array<{ name: string }> }
       assert.deepStrictEqual(tools.tools.map((t) => t.name), ["describe", "query", "mutate"])
 
-      const called = yield* run(node22, [...base, "--method", "tools/call", "--tool-name", "describe", "--tool-arg", 'search="task"'])
+      // Some data first, through the same endpoint.
+      const client = yield* stack.client(token)
+      const created = yield* Effect.promise(() =>
+        client.callTool({
+          name: "mutate",
+          arguments: {
+            operation: { kind: "operation", owner: { kind: "entity", name: "Project" }, name: "create" },
+            input: { name: "Inspected" },
+            invocationId: uuidv7()
+          }
+        })
+      )
+      assert.isUndefined(created.isError, JSON.stringify(created))
+
+      const query = { version: 1, from: { kind: "entity", name: "Project" }, select: { name: { path: ["name"] } } }
+      const called = yield* run(node22, [...base, "--method", "tools/call", "--tool-name", "query", "--tool-arg", `query=${JSON.stringify(query)}`])
       assert.strictEqual(called.code, 0, called.output)
-      const result = JSON.parse(called.stdout) as { structuredContent: { cards: Array<{ ref: { name: string } }> } }
-      assert.strictEqual(result.structuredContent.cards[0]!.ref.name, "Task")
+      const result = JSON.parse(called.stdout) as { isError?: boolean; structuredContent: { rows: Array<unknown> } }
+      assert.isUndefined(result.isError, called.stdout)
+      assert.deepStrictEqual(result.structuredContent.rows, [{ name: "Inspected" }])
 
       const anonymous = yield* run(node22, [inspector, "--cli", stack.mcpUrl, "--transport", "http", "--method", "tools/list"])
       assert.notStrictEqual(anonymous.code, 0)

@@ -4,8 +4,12 @@
 // errors, and a tool list that does not grow with the catalog.
 import { request as httpRequest } from "node:http"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { synthetic } from "@cairn/tracker"
-import { Effect, Layer } from "effect"
+import { CursorKey, describe as describeCatalog, View, compile } from "@cairn/catalog"
+import { Overloaded } from "@cairn/domain"
+import { DataPlane } from "@cairn/server"
+import { synthetic, tracker } from "@cairn/tracker"
+import { Effect, Layer, Redacted } from "effect"
+import { v7 as uuidv7 } from "uuid"
 import { initialize, post, type Stack, startStack } from "./support/stack.js"
 
 const list = { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }
@@ -225,6 +229,100 @@ describe("tools/list", () => {
       const bytes = Buffer.byteLength(bodies[0]!)
       console.log(`tools/list: ${bytes} bytes (~${Math.round(bytes / 4)} tokens) for tracker and synthetic(500)`)
       assert.isBelow(bytes, 12_000)
+    })
+  )
+})
+
+const op = (owner: string, name: string) => ({ kind: "operation", owner: { kind: "entity", name: owner }, name })
+
+layer(StackLive, { timeout: 120_000 })("the engine's answers through MCP", (it) => {
+  it.effect("operation_rejected carries the public reason; the database follows the token's org", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const admin = { authorization: `Bearer ${yield* token({ sub: "carol", org: "initech", roles: ["admin"] })}`, ...v }
+      const project = yield* post(mcpUrl, call("mutate", { operation: op("Project", "create"), input: { name: "Rejections" }, invocationId: uuidv7() }), admin)
+      const projectId = project.json.result.structuredContent.output.id as string
+      const task = yield* post(
+        mcpUrl,
+        call("mutate", { operation: op("Task", "create"), input: { projectId, title: "Once" }, invocationId: uuidv7() }),
+        admin
+      )
+      const target = { kind: "entity", entity: "Task", id: task.json.result.structuredContent.output.id }
+      const done = yield* post(mcpUrl, call("mutate", { operation: op("Task", "complete"), target, input: {}, invocationId: uuidv7() }), admin)
+      assert.strictEqual(done.json.result.structuredContent.outcome, "committed")
+      const again = yield* post(mcpUrl, call("mutate", { operation: op("Task", "complete"), target, input: {}, invocationId: uuidv7() }), admin)
+      assert.isTrue(again.json.result.isError)
+      assert.strictEqual(again.json.result.structuredContent.code, "operation_rejected")
+      assert.strictEqual(again.json.result.structuredContent.message, "This task is already done.")
+      assert.strictEqual(again.json.result.structuredContent.recovery, "Present the public reason to the user; do not retry blindly.")
+
+      // Another org's admin sees its own, empty database.
+      const other = { authorization: `Bearer ${yield* token({ sub: "carol", org: "umbrella", roles: ["admin"] })}`, ...v }
+      const projects = { version: 1, from: { kind: "entity", name: "Project" }, select: { name: { path: ["name"] } } }
+      const mine = yield* post(mcpUrl, call("query", { query: projects }), admin)
+      assert.deepStrictEqual(mine.json.result.structuredContent.rows, [{ name: "Rejections" }])
+      const theirs = yield* post(mcpUrl, call("query", { query: projects }), other)
+      assert.deepStrictEqual(theirs.json.result.structuredContent.rows, [])
+    })
+  )
+
+  it.effect("inaccessible: a hidden field answers exactly as a nonexistent one", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const member = { authorization: `Bearer ${yield* token({ sub: "dave", org: "initech" })}`, ...v }
+      const select = (field: string) =>
+        call("query", { query: { version: 1, from: { kind: "entity", name: "Member" }, select: { x: { path: [field] } } } })
+      const hidden = yield* post(mcpUrl, select("email"), member)
+      const missing = yield* post(mcpUrl, select("nonexistent"), member)
+      assert.strictEqual(hidden.json.result.structuredContent.code, "inaccessible")
+      // Identical but for the name the caller chose.
+      assert.strictEqual(hidden.text.replaceAll("email", "?"), missing.text.replaceAll("nonexistent", "?"))
+    })
+  )
+})
+
+/** An engine that answers one fixed way: only to observe how the transport maps it. */
+const answering = (mutate: DataPlane["Type"]["mutate"]) =>
+  Layer.effect(
+    DataPlane,
+    Effect.gen(function* () {
+      const catalog = yield* Effect.orDie(compile(tracker))
+      const sealer = CursorKey.layer(Redacted.make("an-mcp-test-secret-0123456789abcdef"))
+      return {
+        describe: (_p, request) => describeCatalog(View.full(catalog), request).pipe(Effect.provide(sealer)),
+        query: () => Effect.dieMessage("unused"),
+        mutate
+      }
+    })
+  )
+
+describe("transport mapping of failures that are not public errors", () => {
+  const mutateCall = call("mutate", { operation: op("Project", "create"), input: { name: "x" }, invocationId: uuidv7() })
+
+  it.scoped("Overloaded is a JSON-RPC error with retryAfterSeconds, not a tool result", () =>
+    Effect.gen(function* () {
+      const stack = yield* startStack({
+        plane: answering(() => Effect.fail(new Overloaded({ message: "The writer is busy; retry shortly.", retryAfterSeconds: 2 })))
+      })
+      const auth = { authorization: `Bearer ${yield* stack.token({ sub: "alice", org: "acme" })}`, ...v }
+      const response = yield* post(stack.mcpUrl, mutateCall, auth)
+      assert.strictEqual(response.status, 200)
+      assert.isUndefined(response.json.result)
+      assert.deepStrictEqual(response.json.error, { code: -32005, message: "The writer is busy; retry shortly.", data: { retryAfterSeconds: 2 } })
+    })
+  )
+
+  it.scoped("a defect is a generic JSON-RPC error naming the request id, revealing nothing", () =>
+    Effect.gen(function* () {
+      const stack = yield* startStack({ plane: answering(() => Effect.dieMessage("SQLITE_CORRUPT at /var/data/0f3a.sqlite")) })
+      const auth = { authorization: `Bearer ${yield* stack.token({ sub: "alice", org: "acme" })}`, ...v }
+      const response = yield* post(stack.mcpUrl, mutateCall, auth)
+      const requestId = response.headers.get("x-request-id")!
+      assert.isString(requestId)
+      assert.strictEqual(response.json.error.code, -32603)
+      assert.strictEqual(response.json.error.message, `The request failed inside the server; it was logged as ${requestId}. Retry later.`)
+      assert.notInclude(response.text, "SQLITE")
+      assert.notInclude(response.text, "sqlite")
     })
   )
 })

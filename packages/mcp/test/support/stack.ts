@@ -9,8 +9,12 @@ import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { compile, CursorKey, describe, type RootSchema, View } from "@cairn/catalog"
+import { Policy } from "@cairn/policy"
+import { QueryPlanner } from "@cairn/query"
+import { Databases, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
 import {
+  CursorKeyLive,
   DataPlane,
   Deployment,
   DevIssuerLive,
@@ -22,8 +26,8 @@ import {
   type SettingsShape
 } from "@cairn/server"
 import * as DevAuth from "@cairn/server/DevAuthServer"
-import { tracker } from "@cairn/tracker"
-import { ConfigProvider, Effect, Layer, Redacted } from "effect"
+import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
+import { ConfigProvider, Context, Effect, Layer } from "effect"
 
 export const freePort = () =>
   Effect.promise(
@@ -47,6 +51,7 @@ export interface Who {
 export interface Stack {
   /** The port the server binds (the base URL may name a proxy in front of it). */
   readonly port: number
+  readonly issuerPort: number
   readonly base: string
   readonly issuer: string
   readonly mcpUrl: string
@@ -58,18 +63,75 @@ export interface Stack {
 }
 
 export interface StackOptions {
+  /** The root schema; the tracker (with its policy, handlers and store) by default. */
   readonly root?: RootSchema.RootSchema
   /** Public base URL when it differs from the bind address (a proxy in front). */
   readonly basePort?: number
+  /** Restart on an earlier stack's ports and data (its key, secret and databases). */
+  readonly reuse?: { readonly port: number; readonly issuerPort: number; readonly dataDir: string }
+  /** Replaces the engine (only to produce answers a real one gives under timing, e.g. overload). */
+  readonly plane?: Layer.Layer<DataPlane>
 }
+
+/**
+ * The engine as the entry point assembles it: describe over the principal's policy view,
+ * the query planner on the database's read connection, and the writer's mutate. A root
+ * other than the tracker has no handlers here; it serves describe only.
+ */
+const planeFor = (root: RootSchema.RootSchema, dataDir: string) =>
+  Effect.gen(function* () {
+    const compiled = yield* compile(root)
+    if (root.name !== "tracker") {
+      const view = View.full(compiled)
+      return Layer.effect(
+        DataPlane,
+        Effect.map(CursorKey, (sealer) => ({
+          describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
+          query: () => Effect.dieMessage("this test catalog has no store"),
+          mutate: () => Effect.dieMessage("this test catalog has no store")
+        }))
+      )
+    }
+    const policy = yield* Policy.compile(compiled, trackerPolicy)
+    const catalog = policy.catalog
+    const Engine = Layer.effect(
+      DataPlane,
+      Effect.gen(function* () {
+        const context = yield* Effect.context<CursorKey | Databases | QueryPlanner>()
+        const databases = Context.get(context, Databases)
+        const planner = Context.get(context, QueryPlanner)
+        return {
+          describe: (principal, request) => describe(policy.view(principal), request).pipe(Effect.provide(context)),
+          query: (principal, request) =>
+            Effect.scoped(
+              Effect.gen(function* () {
+                const database = yield* Effect.orDie(databases.activate(principal.databaseKey))
+                return yield* planner.run({ view: policy.view(principal), principal, database: { id: database.id, sql: database.reader }, request })
+              })
+            ),
+          mutate: (principal, request) =>
+            mutate({ view: policy.view(principal), principal, request }).pipe(Effect.provide(context))
+        }
+      })
+    )
+    return Engine.pipe(
+      Layer.provideMerge(QueryPlanner.Default),
+      Layer.provideMerge(
+        Databases.Default.pipe(
+          Layer.provide(StoreConfig.layer({ dataDir, synchronous: "NORMAL" })),
+          Layer.provide(OperationCatalog.layer(catalog, trackerHandlers))
+        )
+      )
+    )
+  })
 
 export const startStack = (options: StackOptions = {}) =>
   Effect.gen(function* () {
-    const port = yield* freePort()
-    const issuerPort = yield* freePort()
+    const port = options.reuse?.port ?? (yield* freePort())
+    const issuerPort = options.reuse?.issuerPort ?? (yield* freePort())
     const base = `http://127.0.0.1:${options.basePort ?? port}`
     const issuer = `http://127.0.0.1:${issuerPort}`
-    const dataDir = mkdtempSync(join(tmpdir(), "cairn-mcp-"))
+    const dataDir = options.reuse?.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-mcp-"))
     const settings: SettingsShape = {
       port,
       host: "127.0.0.1",
@@ -80,20 +142,8 @@ export const startStack = (options: StackOptions = {}) =>
       testHooksSetting: undefined
     }
     const root = options.root ?? tracker
-    const catalog = yield* compile(root)
     const DeploymentLive = Deployment.layer({ root, databases: [{ name: "tenants", schema: root.name, keyClaim: "org" }] })
-    const PlaneLive = Layer.effect(
-      DataPlane,
-      Effect.gen(function* () {
-        const sealer = yield* CursorKey
-        const view = View.full(catalog)
-        return {
-          describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
-          query: () => Effect.dieMessage("query is not available yet"),
-          mutate: () => Effect.dieMessage("mutate is not available yet")
-        }
-      })
-    ).pipe(Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
+    const PlaneLive = options.plane ?? (yield* planeFor(root, dataDir)).pipe(Layer.provide(CursorKeyLive))
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.
@@ -107,6 +157,13 @@ export const startStack = (options: StackOptions = {}) =>
       Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer]]))))
     )
     yield* Layer.build(app)
+    if (options.reuse) {
+      // Sockets pooled by fetch to the previous servers on these ports may still look
+      // open; idempotent probes use them up before anything that must not fail.
+      for (const url of [`${issuer}/.well-known/openid-configuration`, `http://127.0.0.1:${port}/health`]) {
+        yield* Effect.tryPromise(() => fetch(url).then((r) => r.arrayBuffer())).pipe(Effect.retry({ times: 10 }), Effect.orDie)
+      }
+    }
 
     const redirectUri = "http://127.0.0.1:9/callback"
     const registration = yield* Effect.promise(async () => {
@@ -166,7 +223,7 @@ export const startStack = (options: StackOptions = {}) =>
         (c) => Effect.promise(() => c.close())
       )
 
-    const stack: Stack = { port, base, issuer, mcpUrl: `${base}/mcp`, dataDir, token, client }
+    const stack: Stack = { port, issuerPort, base, issuer, mcpUrl: `${base}/mcp`, dataDir, token, client }
     return stack
   })
 
