@@ -106,7 +106,7 @@ const describeTool: Tool = {
     inspect: "Exact references from earlier results: {kind:\"entity\",name}, {kind:\"trait\",name} or {kind:\"operation\",owner:{kind:\"entity\",name},name}.",
     page: "limit: cards per page; after: the cursor of the previous page."
   }),
-  annotations: { title: "Describe the catalog", readOnlyHint: true, idempotentHint: true, openWorldHint: false }
+  annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false }
 }
 
 const queryTool: Tool = {
@@ -126,7 +126,7 @@ const queryTool: Tool = {
     ifCatalog: "catalogToken from describe; a stale token fails with catalog_changed instead of running.",
     query: "The QueryDocumentV1."
   }),
-  annotations: { title: "Query records", readOnlyHint: true, idempotentHint: true, openWorldHint: false }
+  annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false }
 }
 
 const mutateTool: Tool = {
@@ -150,7 +150,6 @@ const mutateTool: Tool = {
     invocationId: "UUIDv7 naming this one intent."
   }),
   annotations: {
-    title: "Invoke an operation",
     readOnlyHint: false,
     destructiveHint: true,
     idempotentHint: true,
