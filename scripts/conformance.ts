@@ -4,7 +4,7 @@
  * scenarios that need fixtures a three-tool server must not have). Exits non-zero on any
  * regression or stale baseline entry.
  *
- *   npx tsx scripts/conformance.ts
+ *   npx tsx scripts/conformance.ts [--entry apps/server/src/main.ts]
  *
  * Starts the real entry point (`apps/server/src/main.ts`) on free loopback ports, gets a
  * token from the development authorization server (client_credentials), and puts a small
@@ -229,7 +229,9 @@ const main = async (): Promise<number> => {
   const [serverPort, issuerPort, proxyPort] = [await freePort(), await freePort(), await freePort()]
   const base = `http://127.0.0.1:${proxyPort}`
   const issuer = `http://127.0.0.1:${issuerPort}`
-  const server = spawn(process.execPath, ["--import", "tsx", "apps/server/src/main.ts"], {
+  // --entry: another entry point assembling the same deployment (default: what `npm start` runs).
+  const entry = option("--entry") ?? "apps/server/src/main.ts"
+  const server = spawn(process.execPath, ["--import", "tsx", entry], {
     cwd: root,
     env: {
       ...process.env,
