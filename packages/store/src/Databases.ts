@@ -19,7 +19,7 @@ import {
   ExecutionStrategy,
   Exit,
   Metric,
-  Schedule,
+  Queue,
   Scope
 } from "effect"
 import type { Catalog } from "@cairn/catalog"
@@ -97,6 +97,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const entries = new Map<string, Entry>()
     const lock = yield* Effect.makeSemaphore(1)
     const locked = lock.withPermits(1)
+    /** Wakes the idle sweeper when a database is released. */
+    const wake = yield* Queue.sliding<void>(1)
     const gauge = Effect.suspend(() => Metric.set(openDatabases, entries.size))
 
     const openFile = (id: string) =>
@@ -210,7 +212,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             entry.lastUsed = now
           })
         ),
-        overCapacity
+        Effect.zipRight(overCapacity, Queue.offer(wake, undefined))
       )
 
     /**
@@ -230,8 +232,18 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       }
     })
 
-    const sweepEvery = Duration.clamp(Duration.millis(idleMillis / 2), { minimum: Duration.millis(10), maximum: Duration.seconds(30) })
-    yield* Effect.forkScoped(Effect.repeat(sweepIdle, Schedule.spaced(sweepEvery)))
+    // Sleeps until the earliest idle deadline, or until a release changes the deadlines;
+    // it never polls, so nothing runs while every database is in use or none is open.
+    const sweeper = Effect.gen(function* () {
+      for (;;) {
+        yield* sweepIdle
+        const now = yield* Clock.currentTimeMillis
+        const deadlines = [...entries.values()].filter((e) => e.status === "open" && e.leases === 0).map((e) => e.lastUsed + idleMillis)
+        const released = Queue.take(wake)
+        yield* deadlines.length === 0 ? released : Effect.race(released, Effect.sleep(Duration.millis(Math.max(0, Math.min(...deadlines) - now))))
+      }
+    })
+    yield* Effect.forkScoped(sweeper)
     yield* Effect.addFinalizer(() =>
       Effect.forEach([...entries.values()], (e) => close(e, "shutdown"), { discard: true })
     )

@@ -7,7 +7,8 @@ import type { Operation } from "@cairn/catalog"
 import type * as Handler from "./Handler.js"
 import type { Entities, EntityNamed, RecordOf } from "./Tx.js"
 
-export type Key<O extends Operation.Any> = `${O["owner"]}.${O["name"]}`
+/** `"Owner.name"`, distributed over a union of operations (never a cross product). */
+export type Key<O extends Operation.Any> = O extends Operation.Any ? `${O["owner"]}.${O["name"]}` : never
 
 /** The handler type of operation `O` over entities `Es`. */
 export type HandlerOf<O extends Operation.Any, Es extends Entities> = Handler.Handler<
