@@ -18,6 +18,7 @@ import {
   Effect,
   ExecutionStrategy,
   Exit,
+  FiberId,
   Metric,
   Queue,
   Scope
@@ -95,8 +96,6 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
 
     const entries = new Map<string, Entry>()
-    const lock = yield* Effect.makeSemaphore(1)
-    const locked = lock.withPermits(1)
     /** Wakes the idle sweeper when a database is released. */
     const wake = yield* Queue.sliding<void>(1)
     const gauge = Effect.suspend(() => Metric.set(openDatabases, entries.size))
@@ -125,7 +124,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const close = (entry: Entry, reason: "idle" | "capacity" | "shutdown") =>
       Effect.gen(function* () {
         if (entry.scope) yield* Scope.close(entry.scope, Exit.void)
-        yield* locked(Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id)))
+        yield* Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id))
         yield* Deferred.succeed(entry.closed, undefined)
         yield* Metric.increment(Metric.tagged(evictions, "reason", reason))
         yield* gauge
@@ -135,14 +134,13 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     /** Marks the chosen idle databases as closing (under the lock), then closes them. */
     const evict = (reason: "idle" | "capacity", choose: (open: ReadonlyArray<Entry>, now: number) => ReadonlyArray<Entry>) =>
       Effect.gen(function* () {
-        const victims = yield* locked(
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const idle = [...entries.values()].filter((e) => e.status === "open" && e.leases === 0)
-            const chosen = choose(idle, now)
-            for (const e of chosen) e.status = "closing"
-            return chosen
-          })
-        )
+        const now = yield* Clock.currentTimeMillis
+        const victims = yield* Effect.sync(() => {
+          const idle = [...entries.values()].filter((e) => e.status === "open" && e.leases === 0)
+          const chosen = choose(idle, now)
+          for (const e of chosen) e.status = "closing"
+          return chosen
+        })
         yield* Effect.forEach(victims, (e) => close(e, reason), { discard: true })
       })
 
@@ -162,7 +160,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const result = yield* Effect.exit(Scope.extend(openFile(entry.id), scope))
         if (Exit.isFailure(result)) {
           yield* Scope.close(scope, Exit.void)
-          yield* locked(Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id)))
+          yield* Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id))
           const error = new ActivationError({ databaseId: entry.id, cause: Cause.squash(result.cause) })
           yield* Effect.logError("database activation failed", result.cause).pipe(Effect.annotateLogs({ database: entry.id }))
           yield* Deferred.fail(entry.ready, error)
@@ -179,40 +177,40 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         yield* overCapacity
       })
 
+    // Bookkeeping runs in synchronous steps (atomic on the one JS thread), so the hot path
+    // of an already open database takes no lock.
     const acquire = (id: string) =>
-      locked(
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.sync((): Lease => {
           const existing = entries.get(id)
-          if (existing?.status === "closing") return { _tag: "Wait", closed: existing.closed } satisfies Lease
+          if (existing?.status === "closing") return { _tag: "Wait", closed: existing.closed }
           if (existing) {
             existing.leases += 1
             existing.lastUsed = now
-            return { _tag: "Join", entry: existing } satisfies Lease
+            return { _tag: "Join", entry: existing }
           }
           const entry: Entry = {
             id,
             status: "opening",
-            ready: yield* Deferred.make<Database, ActivationError>(),
-            closed: yield* Deferred.make<void>(),
+            ready: Deferred.unsafeMake<Database, ActivationError>(FiberId.none),
+            closed: Deferred.unsafeMake<void>(FiberId.none),
             scope: undefined,
             leases: 1,
             lastUsed: now
           }
           entries.set(id, entry)
-          return { _tag: "Open", entry } satisfies Lease
+          return { _tag: "Open", entry }
         })
-      ) as Effect.Effect<Lease>
+      )
 
     const release = (entry: Entry) =>
-      Effect.zipRight(
-        locked(
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            entry.leases -= 1
-            entry.lastUsed = now
-          })
-        ),
-        Effect.zipRight(overCapacity, Queue.offer(wake, undefined))
+      Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        Effect.suspend(() => {
+          entry.leases -= 1
+          entry.lastUsed = now
+          if (entry.leases > 0) return Effect.void
+          return entries.size > config.maxOpenDatabases ? Effect.zipRight(overCapacity, Queue.offer(wake, undefined)) : Queue.offer(wake, undefined)
+        })
       )
 
     /**

@@ -17,7 +17,6 @@ import {
   UnknownDefinition
 } from "@cairn/domain"
 import { Databases } from "./Databases.js"
-import * as Receipts from "./internal/receipts.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 
@@ -111,13 +110,7 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
           })
         )
       )
-      // A replay is answered from the read connection, without queueing behind writes.
-      const stored = yield* Receipts.load(database.reader, [invocationId]).pipe(Effect.orElseSucceed(() => new Map()))
-      const prior = stored.get(invocationId)
-      if (prior) {
-        yield* Writer.countOutcome(prior.intent === invocation.intent ? "replayed" : "conflict")
-        return yield* Receipts.answer(prior, invocation.intent)
-      }
+      // Replays pass the writer too: it answers them from the receipts in commit order.
       return yield* database.submit(invocation)
     })
   )

@@ -4,7 +4,7 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import type { SqlClient } from "@effect/sql"
-import { Effect, Option, Schema } from "effect"
+import { Effect, type Either, Option, type ParseResult, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import type { Catalog, CompiledEntity } from "@cairn/catalog"
 import * as Layout from "../Layout.js"
@@ -15,6 +15,9 @@ type Stored = Readonly<Record<string, unknown>>
 
 interface Statements {
   readonly entity: CompiledEntity
+  /** Parsers built once per entity: the record schema, strict about unknown fields when writing. */
+  readonly decodeRecord: (u: unknown) => Either.Either<Record<string, unknown>, ParseResult.ParseError>
+  readonly encodeRecord: (u: unknown) => Either.Either<Record<string, unknown>, ParseResult.ParseError>
   readonly columns: ReadonlyArray<string>
   readonly select: string
   readonly insert: string
@@ -28,11 +31,14 @@ export const statementsFor = (catalog: Catalog): ReadonlyMap<string, Statements>
     catalog.entities.map((entity) => {
       const table = Layout.tableName(entity)
       const columns = ["id", ...entity.fields.map((f) => f.name)]
+      const record = entity.definition.record as unknown as Schema.Schema<Record<string, unknown>, Record<string, unknown>>
       const list = columns.map(Layout.quote).join(", ")
       return [
         entity.name,
         {
           entity,
+          decodeRecord: Schema.decodeUnknownEither(record) as Statements["decodeRecord"],
+          encodeRecord: Schema.encodeUnknownEither(record, { onExcessProperty: "error" }) as Statements["encodeRecord"],
           columns,
           select: `SELECT ${list} FROM ${table} WHERE "id" = ?`,
           insert: `INSERT INTO ${table} (${list}) VALUES (${columns.map(() => "?").join(", ")})`,
@@ -87,22 +93,11 @@ export const makeTx = (
       )
     )
 
-  const decode = (name: string, stored: Stored) =>
-    Effect.flatMap(of(name), (s) =>
-      Effect.orDie(Schema.decodeUnknown(s.entity.definition.record)(stored)) as Effect.Effect<Record<string, unknown>>
-    )
+  const decode = (name: string, stored: Stored) => Effect.flatMap(of(name), (s) => Effect.orDie(s.decodeRecord(stored)))
 
   /** Validates a whole record against the entity schema and returns its stored row. */
   const toRow = (s: Statements, record: Record<string, unknown>) =>
-    Effect.map(
-      Effect.orDie(
-        Schema.encodeUnknown(s.entity.definition.record, { onExcessProperty: "error" })(record) as Effect.Effect<
-          Record<string, unknown>,
-          unknown
-        >
-      ),
-      (encoded) => Layout.encodeRecord(s.entity, encoded)
-    )
+    Effect.map(Effect.orDie(s.encodeRecord(record)), (encoded) => Layout.encodeRecord(s.entity, encoded))
 
   const findBy = (name: string, where: Readonly<Record<string, unknown>>) =>
     Effect.gen(function* () {

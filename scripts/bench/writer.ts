@@ -1,0 +1,143 @@
+/**
+ * `npm run bench -- writer`: durable committed `Task.create` operations per second
+ * through `mutate` on one database (256 concurrent submitters, so group commit has
+ * something to group) against raw better-sqlite3 writing the same rows (task, commit,
+ * receipt) in one transaction per operation, same WAL file layout and `synchronous`.
+ * Prints `writer: ops/s=.. baseline=.. ratio=..` (writer / raw).
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import Database from "better-sqlite3"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import { compile, digest, View } from "@cairn/catalog"
+import { operationRef, Principal, type Receipt } from "@cairn/domain"
+import { Databases, Layout, Log, mutate, OperationCatalog, Position, StoreConfig, storeDefaults } from "@cairn/store"
+import { tracker, trackerHandlers } from "@cairn/tracker"
+
+const SUBMITTERS = 256
+const ROUND_SECONDS = 2
+const ROUNDS = 3
+const SYNCHRONOUS = storeDefaults.synchronous
+
+const catalog = Effect.runSync(compile(tracker))
+const view = View.full(catalog)
+const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: "bench" })
+
+const taskCreate = (projectId: string, n: number) =>
+  mutate({
+    view,
+    principal,
+    request: {
+      operation: operationRef("Task", "create"),
+      input: { projectId, title: `task ${n}`, priority: (n % 5) + 1 },
+      invocationId: uuidv7()
+    }
+  })
+
+/** Rounds of committed `Task.create` operations through `mutate`; each answers operations per second. */
+const writerRounds = async (dataDir: string) => {
+  const runtime = ManagedRuntime.make(
+    Databases.Default.pipe(
+      Layer.provide(StoreConfig.layer({ dataDir, synchronous: SYNCHRONOUS })),
+      Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+    )
+  )
+  const project = await runtime.runPromise(
+    mutate({ view, principal, request: { operation: operationRef("Project", "create"), input: { name: "Bench" }, invocationId: uuidv7() } })
+  )
+  const projectId = (project.output as { readonly id: string }).id
+  const round = (seconds: number) =>
+    Effect.gen(function* () {
+      let committed = 0
+      const deadline = performance.now() + seconds * 1000
+      const submitter = Effect.gen(function* () {
+        while (performance.now() < deadline) {
+          const receipt: Receipt = yield* taskCreate(projectId, committed)
+          if (receipt.outcome !== "committed") return yield* Effect.dieMessage("not committed")
+          committed += 1
+        }
+      })
+      const start = performance.now()
+      yield* Effect.all(Array.from({ length: SUBMITTERS }, () => submitter), { concurrency: "unbounded", discard: true })
+      return committed / ((performance.now() - start) / 1000)
+    })
+  return { round: (seconds: number) => runtime.runPromise(round(seconds)), close: () => runtime.dispose() }
+}
+
+/** Rounds of the same rows with raw better-sqlite3, one transaction per operation. */
+const baselineRounds = (filename: string) => {
+  const db = new Database(filename)
+  db.pragma("journal_mode = WAL")
+  db.pragma(`synchronous = ${SYNCHRONOUS}`)
+  for (const ddl of [...Log.ddl, ...Layout.catalogDdl(catalog)]) db.exec(ddl)
+  const task = catalog.entity("Task")!
+  const project = catalog.entity("Project")!
+  const columns = ["id", ...task.fields.map((f) => f.name)]
+  const insertTask = db.prepare(`INSERT INTO "Task" (${columns.map(Layout.quote).join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
+  const getProject = db.prepare(`SELECT * FROM "Project" WHERE "id" = ?`)
+  const insertCommit = db.prepare(
+    `INSERT INTO ${Log.commitsTable} (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at) VALUES (?, ?, ?, NULL, NULL, ?, ?, ?, ?, ?)`
+  )
+  const insertReceipt = db.prepare(`INSERT INTO ${Log.receiptsTable} (invocation_id, intent, outcome, position, receipt) VALUES (?, ?, 'committed', ?, ?)`)
+  const projectId = uuidv7()
+  const now = new Date().toISOString()
+  db.prepare(`INSERT INTO "Project" ("id", "name", "archived", "createdAt", "updatedAt") VALUES (?, 'Bench', 0, ?, ?)`).run(projectId, now, now)
+  let position = 0
+  const operation = db.transaction((n: number) => {
+    const found = getProject.get(projectId) as Record<string, unknown> | undefined
+    if (!found || Layout.decodeRecord(project, found)["archived"] === true) throw new Error("project missing")
+    const at = new Date().toISOString()
+    const id = uuidv7()
+    const invocationId = uuidv7()
+    const record = Layout.encodeRecord(task, { id, projectId, title: `task ${n}`, status: "open", priority: (n % 5) + 1, createdAt: at, updatedAt: at })
+    insertTask.run(...columns.map((c) => record[c] ?? null))
+    position += 1
+    const intent = digest({ subject: "bench", operation: "Task.create", target: null, input: { projectId, title: `task ${n}` } })
+    const receipt = JSON.stringify({
+      invocationId,
+      operation: operationRef("Task", "create"),
+      outcome: "committed",
+      output: { id },
+      position: Position.encode(position),
+      committedAt: at,
+      catalogToken: catalog.token
+    })
+    const changes = JSON.stringify([{ entity: "Task", id, before: null, after: Layout.decodeRecord(task, record) }])
+    insertCommit.run(position, invocationId, "Task.create", intent, "bench", receipt, changes, at)
+    insertReceipt.run(invocationId, intent, position, receipt)
+  })
+  const round = (seconds: number) => {
+    let n = 0
+    const start = performance.now()
+    const deadline = start + seconds * 1000
+    while (performance.now() < deadline) operation(n++)
+    return n / ((performance.now() - start) / 1000)
+  }
+  return { round: async (seconds: number) => round(seconds), close: async () => db.close() }
+}
+
+export const run = async (): Promise<void> => {
+  const dir = mkdtempSync(join(tmpdir(), "cairn-bench-writer-"))
+  try {
+    const raw = baselineRounds(join(dir, "baseline.sqlite"))
+    const cairn = await writerRounds(join(dir, "cairn"))
+    // Warm up (JIT, prepared statements), then alternate rounds: the disk's fsync latency
+    // drifts on a shared machine, and both sides should see the same drift. Best of each.
+    await raw.round(0.5)
+    await cairn.round(0.5)
+    let baseline = 0
+    let writer = 0
+    for (let i = 0; i < ROUNDS; i++) {
+      baseline = Math.max(baseline, await raw.round(ROUND_SECONDS))
+      writer = Math.max(writer, await cairn.round(ROUND_SECONDS))
+    }
+    await raw.close()
+    await cairn.close()
+    console.log(`writer: ops/s=${writer.toFixed(0)} baseline=${baseline.toFixed(0)} ratio=${(writer / baseline).toFixed(2)}`)
+  } finally {
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
