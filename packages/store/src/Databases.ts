@@ -131,7 +131,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         yield* Effect.logInfo("database closed").pipe(Effect.annotateLogs({ database: entry.id, reason }))
       })
 
-    /** Marks the chosen idle databases as closing (under the lock), then closes them. */
+    /** Marks the chosen idle databases as closing (in one synchronous step), then closes them. */
     const evict = (reason: "idle" | "capacity", choose: (open: ReadonlyArray<Entry>, now: number) => ReadonlyArray<Entry>) =>
       Effect.gen(function* () {
         const now = yield* Clock.currentTimeMillis
