@@ -20,8 +20,9 @@ import {
 } from "@cairn/domain"
 import type { RecordValue } from "@cairn/policy"
 import { type Database, Log } from "@cairn/store"
-import { Clock, Duration, Effect, Metric, Option, Stream } from "effect"
-import { replay } from "./internal/replay.js"
+import { Clock, Deferred, Duration, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
+import { narrowingOf, replay } from "./internal/replay.js"
+import type { Narrowing } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
@@ -85,6 +86,72 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         if (last !== undefined && now - last < Duration.toMillis(config.compactEvery)) return
         yield* compact(database)
       })
+
+    /**
+     * One watcher of each database's committed position for all its live streams: each
+     * commit completes the current latch and installs a fresh one, so a thousand waiting
+     * streams cost one subscription, not a thousand.
+     */
+    interface Signal {
+      position: number
+      latch: Deferred.Deferred<void>
+      users: number
+      watcher: Fiber.RuntimeFiber<void> | undefined
+    }
+    const signals = new Map<string, Signal>()
+    const signalLock = yield* Effect.makeSemaphore(1)
+    const acquireSignal = (database: Database) =>
+      signalLock.withPermits(1)(
+        Effect.gen(function* () {
+          const existing = signals.get(database.id)
+          if (existing) {
+            existing.users += 1
+            return existing
+          }
+          const signal: Signal = {
+            position: yield* database.committed.get,
+            latch: yield* Deferred.make<void>(),
+            users: 1,
+            watcher: undefined
+          }
+          signal.watcher = yield* database.committed.changes.pipe(
+            Stream.runForEach((position) =>
+              Effect.suspend(() => {
+                signal.position = position
+                const fired = signal.latch
+                signal.latch = Deferred.unsafeMake(FiberId.none)
+                return Deferred.succeed(fired, undefined)
+              })
+            ),
+            // Acquisition is uninterruptible and a fork inherits that; the watcher must stay stoppable.
+            Effect.interruptible,
+            Effect.forkDaemon
+          )
+          signals.set(database.id, signal)
+          return signal
+        })
+      )
+    const releaseSignal = (database: Database, signal: Signal) =>
+      signalLock.withPermits(1)(
+        Effect.suspend(() => {
+          signal.users -= 1
+          if (signal.users > 0 || signal.watcher === undefined) return Effect.void
+          signals.delete(database.id)
+          return Fiber.interrupt(signal.watcher)
+        })
+      )
+    /** Waits (for the life of the scope) until `database` commits past a position. */
+    const commitSignal = (database: Database) =>
+      Effect.map(
+        Effect.acquireRelease(acquireSignal(database), (signal) => releaseSignal(database, signal)),
+        (signal) => {
+          const waitBeyond = (position: number): Effect.Effect<void> =>
+            Effect.suspend(() =>
+              signal.position > position ? Effect.void : Effect.zipRight(Deferred.await(signal.latch), waitBeyond(position))
+            )
+          return waitBeyond
+        }
+      )
 
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
     const snapshot = Effect.fn("Sync.snapshot")(function* (
@@ -177,7 +244,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     }
 
     /** Everything after `position` up to now, as one batch or a resnapshot, read in one transaction. */
-    const batch = (principal: Principal, view: View, database: Database, scope: ResolvedScope, binding: SyncCursor.Binding, position: number) => {
+    const batch = (
+      view: View,
+      database: Database,
+      scope: ResolvedScope,
+      narrowing: Narrowing,
+      binding: SyncCursor.Binding,
+      position: number
+    ) => {
       const reader = database.reader
       const refuse = (reason: ResnapshotReason): Step => ({ message: resnapshot(reason), position, newest: undefined })
       return Effect.orDie(
@@ -195,7 +269,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               reader,
               commits,
               maxDependents: config.maxDependents,
-              cache: lookupCache(database, last)
+              cache: lookupCache(database, last),
+              narrowing
             })
             if (result._tag === "AccessChanged") return refuse("access_changed")
             const step: Step = {
@@ -210,7 +285,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             return step
           })
         )
-      ).pipe(Effect.withSpan("Sync.batch", { attributes: { "cairn.sync.from": position } }))
+      )
     }
 
     /**
@@ -237,16 +312,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           yield* Metric.increment(SyncMetrics.resumes)
           yield* Effect.forkScoped(Effect.ignoreLogged(compactIfDue(database)))
           const live = request.live ?? true
-          const waitBeyond = (position: number) =>
-            database.committed.changes.pipe(
-              Stream.filter((p) => p > position),
-              Stream.runHead
-            )
+          const narrowing = narrowingOf(view.catalog, scope)
+          const waitBeyond = live ? yield* commitSignal(database) : () => Effect.void
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
               if (!state.first) yield* waitBeyond(state.position)
-              const step = yield* batch(principal, view, database, scope, binding, state.position)
+              const step = yield* batch(view, database, scope, narrowing, binding, state.position)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const

@@ -14,7 +14,7 @@ import type { Catalog, RowScope } from "@cairn/catalog"
 import type { Scalar, SyncChange } from "@cairn/domain"
 import { inScopeEffect, type LookupEffect, type RecordValue } from "@cairn/policy"
 import { Effect } from "effect"
-import { norm, rows } from "./rows.js"
+import { type Narrowing, norm, rows } from "./rows.js"
 import { entryFilter, type ResolvedScope, type ScopeEntry, strip } from "./scope.js"
 
 /** One row-level change of a commit, as the log stores it. */
@@ -93,6 +93,40 @@ const collect = (catalog: Catalog, filter: RowScope.ScopeFilter, context: Node, 
   }
 }
 
+/** The `eq` conjuncts over the row's own fields that `filter` requires. */
+const required = (filter: RowScope.ScopeFilter | undefined): ReadonlyArray<readonly [string, Scalar]> => {
+  if (filter === undefined) return []
+  if (filter.op === "and") return filter.filters.flatMap(required)
+  if (filter.op === "eq" && filter.path.length === 1 && filter.value !== null) return [[filter.path[0]!, filter.value]]
+  return []
+}
+
+/**
+ * For each (entity, field) the policy looks rows up by, the equalities every asker
+ * requires of a row: `exists` clauses contribute their `where`'s `eq` conjuncts,
+ * relationship hops (which need the row whatever it holds) none. Only equalities all
+ * askers share may narrow the lookup.
+ */
+export const narrowingOf = (catalog: Catalog, scope: ResolvedScope): Narrowing => {
+  const askers = new Map<string, Array<ReadonlyArray<readonly [string, Scalar]>>>()
+  const ask = (entity: string, field: string, needs: ReadonlyArray<readonly [string, Scalar]>) => {
+    const key = `${entity}\u0000${field}`
+    askers.set(key, [...(askers.get(key) ?? []), needs])
+  }
+  for (const entry of scope.entries) {
+    if (entry.rowScope._tag !== "Where") continue
+    const nodes: Array<Node> = []
+    collect(catalog, entry.rowScope.filter, node("root", entry.entity.name, undefined), nodes)
+    for (const n of nodes) ask(n.entity, n.innerField, n.kind === "exists" ? required(n.where) : [])
+  }
+  const narrowed = new Map<string, ReadonlyArray<readonly [string, Scalar]>>()
+  for (const [key, all] of askers) {
+    const shared = all[0]!.filter(([f, v]) => all.every((needs) => needs.some(([g, w]) => g === f && norm(w) === norm(v))))
+    if (shared.length > 0) narrowed.set(key, shared)
+  }
+  return (entity, field) => narrowed.get(`${entity}\u0000${field}`)
+}
+
 const sameVisible = (entry: ScopeEntry, a: RecordValue, b: RecordValue): boolean =>
   entry.fields.every((f) => norm(a[f.name]) === norm(b[f.name]))
 
@@ -111,6 +145,8 @@ export interface ReplayOptions {
   readonly maxDependents: number
   /** Lookup answers shared with other replays reading the same state. */
   readonly cache?: Map<string, ReadonlyArray<RecordValue>>
+  /** From `narrowingOf(catalog, scope)`, computed once per stream. */
+  readonly narrowing?: Narrowing
 }
 
 export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
@@ -131,7 +167,7 @@ export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlE
     }
 
     // Reads of the current state, shared by every evaluation of this batch.
-    const current = rows(catalog, reader, options.cache)
+    const current = rows(catalog, reader, options.cache, options.narrowing)
     const rowsWhere = current.where
     const lookupNow = current.lookup
     // The start of the range: undo every touched row to its first before image.

@@ -12,6 +12,9 @@ import { Effect } from "effect"
 /** A stable key for a scalar as SQLite compares it (booleans are 0/1). */
 export const norm = (v: unknown): string => JSON.stringify(v === undefined ? null : typeof v === "boolean" ? (v ? 1 : 0) : v)
 
+/** Equalities every row a lookup of (entity, field) is asked for must satisfy to matter. */
+export type Narrowing = (entity: string, field: string) => ReadonlyArray<readonly [string, Scalar]> | undefined
+
 export interface Rows {
   /** Rows of `entity` whose `field` (or `id`) is one of `values`. */
   readonly where: (entity: string, field: string, values: ReadonlyArray<Scalar>) => Effect.Effect<ReadonlyArray<RecordValue>, SqlError.SqlError>
@@ -27,27 +30,36 @@ export interface Rows {
 export const rows = (
   catalog: Catalog,
   reader: SqlClient.SqlClient,
-  cache: Map<string, ReadonlyArray<RecordValue>> = new Map()
+  cache: Map<string, ReadonlyArray<RecordValue>> = new Map(),
+  narrowing: Narrowing = () => undefined
 ): Rows => {
   const bind = (entity: string, field: string, value: Scalar) => {
     const f = field === "id" ? undefined : catalog.entity(entity)?.field(field)
     return f ? Layout.encodeValue(f, value) : value
   }
-  const where: Rows["where"] = (entity, field, values) => {
+  const select = (entity: string, field: string, values: ReadonlyArray<Scalar>, also: ReadonlyArray<readonly [string, Scalar]>) => {
     const compiled = catalog.entity(entity)!
     if (values.length === 0) return Effect.succeed([])
+    const conditions = [
+      `${Layout.quote(field)} IN (${values.map(() => "?").join(", ")})`,
+      ...also.map(([f]) => `${Layout.quote(f)} = ?`)
+    ]
     return Effect.map(
-      reader.unsafe<Record<string, unknown>>(
-        `SELECT * FROM ${Layout.tableName(compiled)} WHERE ${Layout.quote(field)} IN (${values.map(() => "?").join(", ")})`,
-        values.map((v) => bind(entity, field, v))
-      ),
+      reader.unsafe<Record<string, unknown>>(`SELECT * FROM ${Layout.tableName(compiled)} WHERE ${conditions.join(" AND ")}`, [
+        ...values.map((v) => bind(entity, field, v)),
+        ...also.map(([f, v]) => bind(entity, f, v))
+      ]),
       (found) => found.map((row) => Layout.decodeRecord(compiled, row))
     )
   }
+  const where: Rows["where"] = (entity, field, values) => select(entity, field, values, [])
+  // Lookups skip rows no asker could accept (e.g. other subjects' memberships), so a
+  // project with many members costs one row per principal, not one per member.
   const lookup: Rows["lookup"] = (entity, field, value) => {
-    const key = `${entity}\u0000${field}\u0000${norm(value)}`
+    const also = narrowing(entity, field) ?? []
+    const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
     const hit = cache.get(key)
-    return hit ? Effect.succeed(hit) : Effect.tap(where(entity, field, [value]), (found) => cache.set(key, found))
+    return hit ? Effect.succeed(hit) : Effect.tap(select(entity, field, [value], also), (found) => cache.set(key, found))
   }
   return { where, lookup }
 }
