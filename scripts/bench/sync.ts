@@ -1,0 +1,268 @@
+/**
+ * `npm run bench -- sync`: (1) one commit delivered to 1,000 live sync clients over
+ * loopback HTTP (NDJSON), each a member of the project, from just before the commit to
+ * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=..`; (2) resuming
+ * a cursor 100 commits behind in a database of 10k versus 1M tasks (resume work must
+ * not grow with the table): `sync-resume: ratio_1M_vs_10k=..`.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { createServer } from "node:http"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServer } from "@effect/platform-node"
+import Database from "better-sqlite3"
+import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schedule, Stream } from "effect"
+import { generateKeyPair, jwtVerify, SignJWT } from "jose"
+import { v7 as uuidv7 } from "uuid"
+import { compile, CursorKey, View } from "@cairn/catalog"
+import { SyncClient } from "@cairn/client/SyncClient"
+import { Authentication, CurrentPrincipal, operationRef, Principal, type SyncScope } from "@cairn/domain"
+import { Policy } from "@cairn/policy"
+import { databaseId, Databases, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import { Sync, SyncConfig, SyncHandlers, SyncRoutes } from "@cairn/sync"
+import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
+
+const CLIENTS = 1000
+const ROUNDS = 3
+const ORG = "org-bench"
+const AT = "2026-01-01T00:00:00.000Z"
+
+const policy = Effect.runSync(Effect.orDie(Effect.flatMap(compile(tracker), (c) => Policy.compile(c, trackerPolicy))))
+const catalog = policy.catalog
+const owner = new Principal({ subject: "owner", roles: [], claims: {}, scopes: [], databaseKey: ORG })
+const tasks: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" } }] }
+
+const storeLayer = (dataDir: string) =>
+  Databases.Default.pipe(
+    Layer.provide(StoreConfig.layer({ dataDir, maxOpenDatabases: 4 })),
+    Layer.provide(OperationCatalog.layer(catalog, trackerHandlers))
+  )
+const engineLayer = (dataDir: string) =>
+  Layer.merge(
+    storeLayer(dataDir),
+    Sync.Default.pipe(Layer.provide([CursorKey.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({})]))
+  )
+
+const invoke = (name: string, input: unknown, target?: string) =>
+  mutate({
+    view: View.full(catalog),
+    principal: owner,
+    request: {
+      operation: operationRef(name.split(".")[0]!, name.split(".")[1]!),
+      input,
+      invocationId: uuidv7(),
+      ...(target !== undefined ? { target: { kind: "entity" as const, entity: name.split(".")[0]!, id: target } } : {})
+    }
+  }).pipe(Effect.orDie, Effect.map((r) => (r.output as { readonly id?: string } | undefined)?.id ?? ""))
+
+/** Creates the database through the store (installed, with its owner's project), then closes it. */
+const create = (dataDir: string, setup: Effect.Effect<Record<string, string>, never, Databases>) =>
+  Effect.runPromise(Effect.scoped(setup).pipe(Effect.provide(storeLayer(dataDir)), Logger.withMinimumLogLevel(LogLevel.Warning)))
+
+/** Raw inserts into the closed database file, in one transaction. */
+const insertRaw = (dataDir: string, entity: string, records: Iterable<Record<string, unknown>>) => {
+  const db = new Database(join(dataDir, "databases", `${databaseId(ORG)}.sqlite`))
+  const compiled = catalog.entity(entity)!
+  const columns = ["id", ...compiled.fields.map((f) => f.name)]
+  const insert = db.prepare(`INSERT INTO ${Layout.tableName(compiled)} (${columns.map(Layout.quote).join(", ")}) VALUES (${columns.map(() => "?").join(", ")})`)
+  db.transaction(() => {
+    for (const record of records) {
+      const stored = Layout.encodeRecord(compiled, record)
+      insert.run(...columns.map((c) => stored[c] ?? null))
+    }
+  })()
+  db.close()
+}
+
+function* members(projectId: string, subjects: Iterable<string>) {
+  for (const subject of subjects) yield { id: `m-${projectId}-${subject}`, projectId, subject, role: "viewer", createdAt: AT, updatedAt: AT }
+}
+
+const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!
+
+/** The front's job in this bench: verify the bearer token, hand the principal to the RPC handlers. */
+const bearerGate = (verify: (token: string) => Promise<Principal>) =>
+  HttpLayerRouter.middleware(
+    Effect.succeed((httpEffect) =>
+      Effect.gen(function* () {
+        const request = yield* HttpServerRequest.HttpServerRequest
+        const token = /^Bearer +(\S+)$/i.exec(request.headers["authorization"] ?? "")?.[1]
+        const principal = token === undefined ? undefined : yield* Effect.option(Effect.tryPromise(() => verify(token))).pipe(Effect.map(Option.getOrUndefined))
+        if (principal === undefined) return HttpServerResponse.unsafeJson({ error: "invalid_token" }, { status: 401 })
+        return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
+      })
+    )
+  )
+
+const fanout = async () => {
+  const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-sync-"))
+  try {
+    const { project, task } = await create(
+      dataDir,
+      Effect.gen(function* () {
+        const project = yield* invoke("Project.create", { name: "Fanout" })
+        const task = yield* invoke("Task.create", { projectId: project, title: "Watched" })
+        return { project, task }
+      })
+    )
+    insertRaw(dataDir, "Member", members(project, Array.from({ length: CLIENTS }, (_, i) => `u${i}`)))
+
+    const { privateKey, publicKey } = await generateKeyPair("ES256")
+    const verify = async (token: string) => {
+      const { payload } = await jwtVerify(token, publicKey, { audience: "cairn-bench", algorithms: ["ES256"] })
+      return new Principal({ subject: String(payload.sub), roles: [], claims: payload, scopes: [], databaseKey: String(payload["org"]) })
+    }
+    const AuthenticationLive = Layer.succeed(
+      Authentication,
+      Authentication.of(() =>
+        Effect.flatMap(Effect.serviceOption(CurrentPrincipal), Option.match({ onNone: () => Effect.dieMessage("no principal"), onSome: Effect.succeed }))
+      )
+    )
+    const engine = engineLayer(dataDir)
+    const app = HttpLayerRouter.serve(
+      SyncRoutes.pipe(
+        Layer.provide(SyncHandlers({ view: (p) => policy.view(p) })),
+        Layer.provide([AuthenticationLive, bearerGate(verify).layer])
+      ),
+      { disableListenLog: true, disableLogger: true }
+    ).pipe(Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })), Layer.provideMerge(engine))
+    const runtime = ManagedRuntime.make(app.pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
+    try {
+      const server = await runtime.runPromise(HttpServer.HttpServer)
+      const url = `http://127.0.0.1:${(server.address as HttpServer.TcpAddress).port}/db/sync`
+      const tokens = await Promise.all(
+        Array.from({ length: CLIENTS }, (_, i) =>
+          new SignJWT({ org: ORG }).setProtectedHeader({ alg: "ES256" }).setSubject(`u${i}`).setAudience("cairn-bench").setExpirationTime("1h").sign(privateKey)
+        )
+      )
+      const samples: Array<number> = []
+      await runtime.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            // Every client takes its snapshot, then listens live; a round starts once all are caught up.
+            const arrivals = Array.from({ length: CLIENTS }, () => [] as Array<{ readonly at: number; readonly title: unknown }>)
+            const ready = yield* Effect.forEach(
+              tokens,
+              (token, i) =>
+                Effect.gen(function* () {
+                  const rpc = yield* SyncClient.http({ url, token: Effect.succeed(token) })
+                  let after: string | undefined
+                  let cursor: string | undefined
+                  while (cursor === undefined) {
+                    const page = yield* rpc.SyncSnapshot({ scope: tasks, ...(after ? { after } : {}) })
+                    cursor = page.checkpoint?.cursor
+                    after = page.next
+                  }
+                  const caughtUp = yield* Deferred.make<void>()
+                  yield* rpc.SyncChanges({ scope: tasks, cursor }).pipe(
+                    Stream.runForEach((message) =>
+                      message._tag !== "SyncBatch"
+                        ? Effect.dieMessage(`unexpected ${message._tag}`)
+                        : Effect.sync(() => {
+                            const now = performance.now()
+                            for (const change of message.changes) if (change._tag === "Upsert") arrivals[i]!.push({ at: now, title: change.record["title"] })
+                          }).pipe(Effect.zipRight(Deferred.succeed(caughtUp, undefined)))
+                    ),
+                    Effect.forkScoped
+                  )
+                  return caughtUp
+                }),
+              { concurrency: 50 }
+            )
+            yield* Effect.forEach(ready, Deferred.await, { discard: true })
+            for (let round = 0; round < ROUNDS; round++) {
+              const title = `Round ${round}`
+              const start = performance.now()
+              yield* invoke("Task.rename", { title }, task)
+              const all = Effect.suspend(() =>
+                arrivals.every((a) => a.some((x) => x.title === title)) ? Effect.void : Effect.fail("waiting" as const)
+              )
+              yield* Effect.retry(all, { schedule: Schedule.spaced("5 millis"), times: 12_000 })
+              for (const a of arrivals) samples.push(a.find((x) => x.title === title)!.at - start)
+            }
+          })
+        )
+      )
+      samples.sort((a, b) => a - b)
+      console.log(`sync-fanout: clients=${CLIENTS} p50_ms=${percentile(samples, 50).toFixed(1)} p99_ms=${percentile(samples, 99).toFixed(1)}`)
+    } finally {
+      await runtime.dispose()
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+/** Median milliseconds of a resume over 100 commits (50 visible) in a database of `rows` tasks. */
+const resumeCost = async (rows: number) => {
+  const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-resume-"))
+  try {
+    const { project } = await create(
+      dataDir,
+      Effect.map(invoke("Project.create", { name: "Mine" }), (project) => ({ project }))
+    )
+    const reader = new Principal({ subject: "reader", roles: [], claims: {}, scopes: [], databaseKey: ORG })
+    insertRaw(dataDir, "Member", members(project, ["reader"]))
+    const PROJECTS = 1000
+    insertRaw(dataDir, "Project", (function* () {
+      for (let p = 0; p < PROJECTS; p++) yield { id: `p${p}`, name: `Other ${p}`, archived: false, createdAt: AT, updatedAt: AT }
+    })())
+    insertRaw(dataDir, "Task", (function* () {
+      for (let i = 0; i < rows; i++) {
+        // 100 of the tasks are in the reader's project; the rest spread over other projects.
+        const projectId = i < 100 ? project : `p${i % PROJECTS}`
+        yield { id: `t${String(i).padStart(8, "0")}`, projectId, title: `task ${i}`, status: "open", priority: 1 + (i % 5), createdAt: AT, updatedAt: AT }
+      }
+    })())
+
+    const runtime = ManagedRuntime.make(engineLayer(dataDir).pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
+    try {
+      return await runtime.runPromise(
+        Effect.scoped(
+          Effect.gen(function* () {
+            const sync = yield* Sync
+            const db = yield* Effect.orDie((yield* Databases).activate(ORG))
+            const view = policy.view(reader)
+            let after: string | undefined
+            let cursor: string | undefined
+            while (cursor === undefined) {
+              const page = yield* sync.snapshot(reader, view, db, { scope: tasks, ...(after ? { after } : {}) })
+              cursor = page.checkpoint?.cursor
+              after = page.next
+            }
+            // 100 commits: 50 renames the reader sees, 50 in other projects.
+            for (let i = 0; i < 100; i++) {
+              const id = i % 2 === 0 ? `t${String(i).padStart(8, "0")}` : `t${String(rows - 1 - i).padStart(8, "0")}`
+              yield* invoke("Task.rename", { title: `renamed ${i}` }, id)
+            }
+            const once = Effect.gen(function* () {
+              const start = performance.now()
+              const messages = Chunk.toReadonlyArray(yield* Stream.runCollect(sync.changes(reader, view, db, { scope: tasks, cursor: cursor!, live: false })))
+              const elapsed = performance.now() - start
+              const batch = messages[0]
+              if (batch?._tag !== "SyncBatch" || batch.changes.length !== 50) return yield* Effect.dieMessage("unexpected resume")
+              return elapsed
+            })
+            for (let i = 0; i < 5; i++) yield* once // warm up
+            const times: Array<number> = []
+            for (let i = 0; i < 30; i++) times.push(yield* once)
+            times.sort((a, b) => a - b)
+            return percentile(times, 50)
+          })
+        )
+      )
+    } finally {
+      await runtime.dispose()
+    }
+  } finally {
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
+
+export const run = async (): Promise<void> => {
+  await fanout()
+  const small = await resumeCost(10_000)
+  const large = await resumeCost(1_000_000)
+  console.log(`sync-resume: ratio_1M_vs_10k=${(large / small).toFixed(3)} (10k=${small.toFixed(2)}ms 1M=${large.toFixed(2)}ms)`)
+}
