@@ -1,8 +1,8 @@
 /**
- * The tracker for sync tests: its entities and operations plus three test-only ones
- * (remove a member, change a member's role, move a task), simple handlers, its real
- * policy, a store over a temp directory, and an oracle: what a principal may see,
- * computed from the database with the policy evaluator alone.
+ * The tracker for sync tests: its entities, operations, handlers and policy, plus
+ * test-only operations (remove a member, change a role, move a task, bulk-create tasks,
+ * create a label), a store over a temp directory, and an oracle: what a principal may
+ * see, computed from the database with the policy evaluator alone.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -83,52 +83,22 @@ const stamp = (now: string) => ({ createdAt: now, updatedAt: now })
 
 type Ctx = Handler.HandlerContext
 
-// Typed loosely: `Handlers.make` over several owners crosses owner and operation names.
+/** The tracker's own handlers, plus the test-only operations. */
 export const handlers: Handlers.Handlers = {
-    "Project.create": ({ input, tx, principal, now }: Ctx) =>
-      Effect.gen(function* () {
-        const id = yield* tx.insert("Project", {
-          name: input.name,
-          ...(input.description !== undefined ? { description: input.description } : {}),
-          archived: false,
-          ...stamp(now)
-        })
-        yield* tx.insert("Member", { projectId: id, subject: principal.subject, role: "owner", ...stamp(now) })
-        return { id }
-      }),
-    "Project.archive": ({ target, tx, now }: Ctx) =>
-      target.archived ? Handler.reject("This project is already archived.") : Effect.as(tx.patch("Project", target.id, { archived: true, updatedAt: now }), {}),
-    "Member.add": ({ input, tx, now }: Ctx) =>
-      Effect.gen(function* () {
-        const existing = yield* tx.findBy("Member", { projectId: input.projectId, subject: input.subject })
-        if (existing.length > 0) return yield* Handler.reject("This subject is already a member of the project.")
-        return { id: yield* tx.insert("Member", { ...input, ...stamp(now) }) }
-      }),
-    "Member.remove": ({ target, tx }: Ctx) => Effect.as(tx.delete("Member", target.id), {}),
-    "Member.setRole": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Member", target.id, { role: input.role, updatedAt: now }), {}),
-    "Task.create": ({ input, tx, now }: Ctx) =>
-      Effect.map(tx.insert("Task", { ...input, status: "open", ...stamp(now) }), (id) => ({ id })),
-    "Task.rename": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { title: input.title, updatedAt: now }), {}),
-    "Task.complete": ({ target, tx, now }: Ctx) =>
-      target.status === "done" ? Handler.reject("Already done.") : Effect.as(tx.patch("Task", target.id, { status: "done", updatedAt: now }), {}),
-    "Task.reopen": ({ target, tx, now }: Ctx) =>
-      target.status === "open" ? Handler.reject("Already open.") : Effect.as(tx.patch("Task", target.id, { status: "open", updatedAt: now }), {}),
-    "Task.assign": ({ input, target, tx, now }: Ctx) =>
-      Effect.as(tx.patch("Task", target.id, { assigneeId: input.assigneeId, updatedAt: now }), {}),
-    "Task.createMany": ({ input, tx, now }: Ctx) =>
-      Effect.as(
-        Effect.forEach(
-          Array.from({ length: input.count }, (_, i) => i),
-          (i) => tx.insert("Task", { projectId: input.projectId, title: `${input.prefix} ${i}`, status: "open", priority: 1 + (i % 5), ...stamp(now) }),
-          { discard: true }
-        ),
-        {}
+  ...T.trackerHandlers,
+  "Member.remove": ({ target, tx }: Ctx) => Effect.as(tx.delete("Member", target.id), {}),
+  "Member.setRole": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Member", target.id, { role: input.role, updatedAt: now }), {}),
+  "Task.move": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { projectId: input.projectId, updatedAt: now }), {}),
+  "Task.createMany": ({ input, tx, now }: Ctx) =>
+    Effect.as(
+      Effect.forEach(
+        Array.from({ length: input.count }, (_, i) => i),
+        (i) => tx.insert("Task", { projectId: input.projectId, title: `${input.prefix} ${i}`, status: "open", priority: 1 + (i % 5), ...stamp(now) }),
+        { discard: true }
       ),
-    "Task.move": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { projectId: input.projectId, updatedAt: now }), {}),
-    "Comment.add": ({ input, tx, principal, now }: Ctx) =>
-      Effect.map(tx.insert("Comment", { ...input, authorId: principal.subject, ...stamp(now) }), (id) => ({ id })),
-    "Comment.edit": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Comment", target.id, { body: input.body, updatedAt: now }), {}),
-    "Label.create": ({ input, tx, now }: Ctx) => Effect.map(tx.insert("Label", { ...input, ...stamp(now) }), (id) => ({ id }))
+      {}
+    ),
+  "Label.create": ({ input, tx, now }: Ctx) => Effect.map(tx.insert("Label", { ...input, ...stamp(now) }), (id) => ({ id }))
 }
 
 export interface Tracker {
