@@ -7,12 +7,13 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Catalog, compile, Operation, RootSchema, RowScope, View } from "@cairn/catalog"
+import { type Catalog, compile, CursorKey, Operation, RootSchema, View } from "@cairn/catalog"
 import { type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
-import { inScopeEffect, Policy } from "@cairn/policy"
-import { type Database, Databases, Handler, Handlers, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import { Policy } from "@cairn/policy"
+import { QueryPlanner } from "@cairn/query"
+import { type Database, Databases, type Handler, type Handlers, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
 import * as T from "@cairn/tracker"
-import { Effect, Layer, Schema } from "effect"
+import { Effect, Layer, Redacted, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 
 const Empty = Schema.Struct({})
@@ -156,37 +157,44 @@ export const everything: SyncScope = {
 }
 
 /**
- * The oracle: every record of the scope's entities `principal` may read, with only
- * the fields they see, keyed `entity/id`, computed from the current rows.
+ * The oracle: a fresh authorized query as `principal` (the query planner, paging through
+ * every record of each entity in the scope, with the scope's filter), keyed `entity/id`,
+ * absent optional fields left out as sync leaves them out.
  */
 export const visibleTo = (database: Database, principal: Principal, scope: SyncScope = everything) =>
   Effect.gen(function* () {
-    const { catalog, policy } = yield* tracker
+    const { policy } = yield* tracker
+    const planner = yield* QueryPlanner
     const view = policy.view(principal)
-    const lookup = (entity: string, field: string, value: unknown) =>
-      Effect.map(
-        database.reader.unsafe<Record<string, unknown>>(
-          `SELECT * FROM ${Layout.tableName(entity)} WHERE ${Layout.quote(field)} = ?`,
-          [typeof value === "boolean" ? (value ? 1 : 0) : value]
-        ),
-        (rows) => rows.map((r) => Layout.decodeRecord(catalog.entity(entity)!, r))
-      )
     const out = new Map<string, Record<string, unknown>>()
     for (const { from, where } of scope.entities) {
       const entity = view.entity(from.name)
       if (!entity) continue
-      const rows = yield* database.reader.unsafe<Record<string, unknown>>(`SELECT * FROM ${Layout.tableName(entity)}`)
-      for (const row of rows) {
-        const record = Layout.decodeRecord(entity, row)
-        if (!(yield* inScopeEffect(catalog, entity.name, view.rowScope(entity.name), record, lookup))) continue
-        if (where && !(yield* inScopeEffect(catalog, entity.name, RowScope.where(where), record, lookup))) continue
-        const visible: Record<string, unknown> = { id: record["id"] }
-        for (const f of view.fields(entity)) if (record[f.name] !== undefined) visible[f.name] = record[f.name]
-        out.set(`${entity.name}/${record["id"] as string}`, visible)
-      }
+      const names = ["id", ...view.fields(entity).map((f) => f.name)]
+      let after: string | undefined
+      do {
+        const result = yield* planner.run({
+          view,
+          principal,
+          database: { id: database.id, sql: database.reader },
+          request: {
+            query: {
+              version: 1,
+              from,
+              ...(where ? { where } : {}),
+              select: Object.fromEntries(names.map((n) => [n, { path: [n] }])),
+              page: { first: 200, ...(after ? { after } : {}) }
+            }
+          }
+        })
+        for (const row of result.rows) {
+          out.set(`${entity.name}/${row["id"] as string}`, Object.fromEntries(Object.entries(row).filter(([, v]) => v !== null)))
+        }
+        after = result.cursor
+      } while (after !== undefined)
     }
     return out
-  }).pipe(Effect.orDie)
+  }).pipe(Effect.provide(QueryPlanner.Default.pipe(Layer.provide(CursorKey.layer(Redacted.make("oracle-secret-0123456789abcdef"))))), Effect.orDie)
 
 /** The database of `org` for the life of the scope. */
 export const database = (org = ORG) => Effect.flatMap(Databases, (d) => d.activate(org)).pipe(Effect.orDie)
