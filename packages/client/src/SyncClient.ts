@@ -61,7 +61,7 @@ export const scopeKey = (scope: SyncScope): string =>
 
 const sameIdentity = (a: SyncCheckpoint, b: SyncCheckpoint) => a.subject === b.subject && a.database === b.database
 
-export const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions) {
+const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions) {
   const store = yield* SyncStore.open(options.file)
   const key = scopeKey(options.scope)
   const initial = yield* store.state
@@ -182,7 +182,7 @@ export interface HttpOptions {
 }
 
 /** The sync RPCs over streaming HTTP (NDJSON) with a bearer token. */
-export const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>
+const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>
   RpcClient.make(SyncRpcs).pipe(
     Effect.provide(
       RpcClient.layerProtocolHttp({

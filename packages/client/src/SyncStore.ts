@@ -78,7 +78,7 @@ interface CheckpointRow {
 }
 
 /** A store over an open SQL client (the file's only connection). */
-export const make = Effect.fn("SyncStore.make")(function* () {
+const make = Effect.fn("SyncStore.make")(function* () {
   const sql = yield* SqlClient.SqlClient
   const reactivity = yield* Reactivity.Reactivity
   for (const statement of ddl) yield* sql.unsafe(statement)
@@ -233,7 +233,7 @@ const chunks = <A>(items: ReadonlyArray<A>, size: number): ReadonlyArray<Readonl
 }
 
 /** Opens (creating if needed) the local file as the store's only connection. */
-export const open = (filename: string): Effect.Effect<SyncStoreShape, SqlError.SqlError, Scope.Scope> =>
+const open = (filename: string): Effect.Effect<SyncStoreShape, SqlError.SqlError, Scope.Scope> =>
   Effect.gen(function* () {
     const reactivity = yield* Reactivity.make
     const sql = yield* SqliteClient.make({ filename }).pipe(Effect.provideService(Reactivity.Reactivity, reactivity))

@@ -45,7 +45,11 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     const lookupCaches = new Map<string, Map<number, Map<string, ReadonlyArray<RecordValue>>>>()
     const lookupCache = (database: Database, position: number) => {
       let byPosition = lookupCaches.get(database.id)
-      if (!byPosition) lookupCaches.set(database.id, (byPosition = new Map()))
+      if (!byPosition) {
+        lookupCaches.set(database.id, (byPosition = new Map()))
+        // Bounded: the databases streamed most recently (Map order is insertion order).
+        if (lookupCaches.size > 256) lookupCaches.delete(lookupCaches.keys().next().value!)
+      }
       let cache = byPosition.get(position)
       if (!cache) {
         byPosition.set(position, (cache = new Map()))
@@ -137,6 +141,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           signal.users -= 1
           if (signal.users > 0 || signal.watcher === undefined) return Effect.void
           signals.delete(database.id)
+          lookupCaches.delete(database.id)
           return Fiber.interrupt(signal.watcher)
         })
       )
