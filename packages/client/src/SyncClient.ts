@@ -165,7 +165,9 @@ const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions)
     .withPermits(1)(cycle(true))
     .pipe(
       Effect.retry({ schedule: retry, while: (e) => e._tag === "RpcClientError" }),
-      Effect.zipRight(Effect.never),
+      // A live stream ends only when the server lets it go (a restart): reconnect after a pause.
+      Effect.zipRight(Effect.sleep("1 second")),
+      Effect.forever,
       Effect.withSpan("SyncClient.run")
     )
 
