@@ -71,7 +71,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         })
       )
 
-    /** Drops change payloads older than the retained history, at most every `compactEvery` per database. */
+    /**
+     * Drops change payloads older than the retained history. Each changes stream runs it
+     * for its database at most every `compactEvery`; an operator may also schedule it.
+     */
     const compact = Effect.fn("Sync.compact")(function* (database: Database) {
       const now = yield* Clock.currentTimeMillis
       lastCompaction.set(database.id, now)
