@@ -54,6 +54,11 @@ export const queryLimitsConfig: Config.Config<QueryLimitsShape> = Config.all({
   Config.validate({
     message: "CAIRN_QUERY_DEFAULT_PAGE_SIZE must not exceed CAIRN_QUERY_MAX_PAGE_SIZE",
     validation: (l) => l.defaultPageSize <= l.maxPageSize
+  }),
+  // A page that matches every row it reads still reads `first + 1` of them.
+  Config.validate({
+    message: "CAIRN_QUERY_MAX_ROWS_EXAMINED must exceed CAIRN_QUERY_MAX_PAGE_SIZE",
+    validation: (l) => l.maxRowsExamined > l.maxPageSize
   })
 )
 

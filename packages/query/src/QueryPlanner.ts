@@ -19,7 +19,7 @@ import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
 import { type FieldInfo, isError, isIdField, plan } from "./internal/plan.js"
 import type { Bindable } from "./internal/sql.js"
-import { BASIS, pageStatement, ROW, SENTINEL } from "./internal/statement.js"
+import { pageStatement } from "./internal/statement.js"
 import { QueryLimits } from "./QueryLimits.js"
 
 export interface QueryInput {
@@ -33,6 +33,18 @@ export interface QueryInput {
 const decode = (field: FieldInfo, value: unknown): unknown =>
   isIdField(field) ? value : Layout.decodeValue(field, value)
 
+/** UTF-8 byte order is code point order (not UTF-16 code unit order, which `<` uses). */
+const compareText = (a: string, b: string): number => {
+  for (let i = 0, j = 0; i < a.length && j < b.length; ) {
+    const x = a.codePointAt(i)!
+    const y = b.codePointAt(j)!
+    if (x !== y) return x < y ? -1 : 1
+    i += x > 0xffff ? 2 : 1
+    j += y > 0xffff ? 2 : 1
+  }
+  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1
+}
+
 /** SQLite's order of stored values: NULL, then numbers, then text by UTF-8 bytes. */
 const compareStored = (a: Bindable, b: Bindable): number => {
   if (a === b) return 0
@@ -41,7 +53,7 @@ const compareStored = (a: Bindable, b: Bindable): number => {
   if (typeof a === "number" && typeof b === "number") return a < b ? -1 : 1
   if (typeof a === "number") return -1
   if (typeof b === "number") return 1
-  return Buffer.compare(Buffer.from(a, "utf8"), Buffer.from(b, "utf8"))
+  return compareText(a, b)
 }
 
 const compareKeys = (a: ReadonlyArray<Bindable>, b: ReadonlyArray<Bindable>, descending: ReadonlyArray<boolean>): number => {
@@ -69,7 +81,7 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       if (isError(planned)) return yield* planned
       const binding: Cursor.CursorBinding = {
         catalogToken: view.token,
-        principal: Cursor.principalDigest(principal),
+        principal,
         database: database.id,
         fingerprint: planned.fingerprint
       }
@@ -81,15 +93,15 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       let position = 0
       let exhausted = false
       const keys: Array<ReadonlyArray<Bindable>> = []
-      const values: Array<ReadonlyArray<unknown>> = []
+      const page: Array<ReadonlyArray<unknown>> = []
+      const idColumn = statement.keyColumns[statement.keyColumns.length - 1]!
       for (const row of result) {
-        const tag = Number(row[0])
-        if (tag === BASIS) position = Number(row[1])
-        else if (tag === SENTINEL) exhausted = true
-        else if (tag === ROW) {
-          keys.push(row.slice(2, 2 + statement.keyCount).map((v) => (typeof v === "bigint" ? Number(v) : v)) as Array<Bindable>)
-          values.push(row.slice(2 + statement.keyCount))
-        }
+        const id = row[idColumn]
+        if (typeof id === "string") {
+          keys.push(statement.keyColumns.map((c) => { const v = row[c]; return (typeof v === "bigint" ? Number(v) : v) as Bindable }))
+          page.push(row)
+        } else if (id === null || id === undefined) exhausted = true
+        else position = Number(id)
       }
       const more = keys.length > planned.first
       // A sorted page is wrong if its candidates were cut off; an ordered page only if it came up short.
@@ -113,9 +125,8 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
           }
         }
       }
-      const page = values.slice(0, planned.first)
-      const rows: Array<Row> = page.map((v) =>
-        Object.fromEntries(planned.select.map((s, i) => [s.name, decode(s.resolved.field, v[i])]))
+      const rows: Array<Row> = page.slice(0, planned.first).map((row) =>
+        Object.fromEntries(planned.select.map((s, i) => [s.name, decode(s.resolved.field, row[statement.selectColumns[i]!])]))
       )
       const answer: QueryResult = {
         rows,

@@ -59,6 +59,8 @@ layer(TestLive)("QueryPlanner against the reference evaluator", (it) => {
           const got: Array<unknown> = []
           let after: string | undefined
           for (let n = 0; ; n++) {
+            // A cursor that fails to advance would page forever.
+            assert.isAtMost(n, expected.length, "pagination does not end")
             const result: QueryResult = yield* page(view, doc, after)
             assert.deepStrictEqual(result.rows, expected.slice(n * first, (n + 1) * first), `page ${n}`)
             assert.strictEqual(result.basis.catalogToken, view.token)
@@ -93,6 +95,7 @@ layer(TestLive)("QueryPlanner against the reference evaluator", (it) => {
           let batch = 0
           let serial = 0
           for (;;) {
+            assert.isAtMost(got.length, tasks.length, "pagination does not end")
             const result: QueryResult = yield* page(view, doc, after)
             got.push(...(result.rows as Array<Record<string, unknown>>))
             if (result.cursor === undefined) break
@@ -126,6 +129,7 @@ layer(TestLive)("QueryPlanner against the reference evaluator", (it) => {
           const first = doc.page!.first!
           let after: string | undefined
           for (let n = 0; ; n++) {
+            assert.isAtMost(n, expected.length, "pagination does not end")
             const result = yield* Effect.either(page(view, doc, after).pipe(Effect.provideService(QueryLimits, { ...QueryLimits.defaultValue(), maxRowsExamined: budget })))
             if (Either.isLeft(result)) {
               assert.strictEqual(result.left._tag, "QueryBudgetExceeded")

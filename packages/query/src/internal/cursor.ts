@@ -13,9 +13,9 @@ const PURPOSE = "query"
 
 export interface CursorBinding {
   readonly catalogToken: string
-  readonly principal: string
+  readonly principal: Principal
   readonly database: string
-  readonly fingerprint: string
+  readonly fingerprint: () => string
 }
 
 interface Payload {
@@ -28,10 +28,18 @@ interface Payload {
 }
 
 const bindingDigest = (binding: CursorBinding) =>
-  digest({ p: binding.principal, d: binding.database, f: binding.fingerprint }).slice(0, 22)
+  digest({ p: principalDigest(binding.principal), d: binding.database, f: binding.fingerprint() }).slice(0, 22)
 
-export const principalDigest = (principal: Principal): string =>
-  digest({ purpose: "query-cursor-principal", subject: principal.subject, database: digest(principal.databaseKey) })
+const principalDigests = new WeakMap<Principal, string>()
+
+export const principalDigest = (principal: Principal): string => {
+  let found = principalDigests.get(principal)
+  if (found === undefined) {
+    found = digest({ purpose: "query-cursor-principal", subject: principal.subject, database: digest(principal.databaseKey) })
+    principalDigests.set(principal, found)
+  }
+  return found
+}
 
 export const seal = (sealer: Sealer, binding: CursorBinding, keys: ReadonlyArray<Bindable>): string =>
   sealer.seal(PURPOSE, {

@@ -68,8 +68,8 @@ export interface Plan {
   readonly rest: Filter | undefined
   readonly first: number
   readonly access: Access
-  /** Digest of the document without `page`: what a cursor is bound to. */
-  readonly fingerprint: string
+  /** Digest of the document without `page`: what a cursor is bound to (computed when a cursor is). */
+  readonly fingerprint: () => string
 }
 
 export interface IdField {
@@ -367,7 +367,7 @@ export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape)
     rest,
     first,
     access,
-    fingerprint: digest({ v: 1, from: doc.from.name, where: doc.where ?? null, select: doc.select, order: docOrder })
+    fingerprint: () => digest({ v: 1, from: doc.from.name, where: doc.where ?? null, select: doc.select, order: docOrder })
   }
 }
 

@@ -1,8 +1,9 @@
 /**
- * Turns a plan into the ONE statement that reads a page. Its result rows are tagged:
- * the basis row (the last commit position, read in the same statement and therefore
- * the same snapshot as the page), the page rows, and a sentinel that exists only when
- * more than `maxRowsExamined` candidate rows would have to be examined.
+ * Turns a plan into the ONE statement that reads a page. Besides the page rows it
+ * yields a basis row (the last commit position, read in the same statement and so the
+ * same snapshot as the page) and, when the budget ran out, a sentinel row. Rows are
+ * told apart by the id column: text in a page row, the position (a number) in the
+ * basis row, NULL in the sentinel.
  *
  * Work is bounded for real: candidate rows of the root table come from an inner scan
  * with `LIMIT maxRowsExamined + 1` (index chosen with INDEXED BY / NOT INDEXED, so the
@@ -12,27 +13,25 @@
  * index ranges (one per key position, NULLs handled explicitly), so it never skips
  * rows it does not count; the page stops after `first + 1` matches, and the sentinel
  * (evaluated only when the page came up short) tells a true end from an exhausted
- * budget. For a `Sorted` access the inner scan reads the seek's rows unordered and
- * the page sorts them; the sentinel is always evaluated, since a truncated sort would
- * be wrong.
+ * budget. When nothing runs outside the walk, every candidate matches, so the walk is
+ * the page itself. For a `Sorted` access the inner scan reads the seek's rows
+ * unordered and the page sorts them; the sentinel is always evaluated, since a
+ * truncated sort would be wrong.
  */
-import type { Direction, Filter, Path } from "@cairn/domain"
 import type { View } from "@cairn/catalog"
+import type { Direction, Filter, Path } from "@cairn/domain"
+import { aliasesFor, scopeCondition } from "../ScopeSql.js"
 import { filterSql } from "./filterSql.js"
 import type { Plan } from "./plan.js"
 import * as S from "./sql.js"
-import { aliasesFor, scopeCondition } from "../ScopeSql.js"
-
-export const ROW = 1
-export const BASIS = 0
-export const SENTINEL = 2
 
 const ROOT = "r"
 
-/** Columns of every result row: tag, basis position, the sort key, then the selections. */
 export interface PageStatement {
   readonly sql: S.Sql
-  readonly keyCount: number
+  /** Where the sort key (ending with the id) and each selection sit in a result row. */
+  readonly keyColumns: ReadonlyArray<number>
+  readonly selectColumns: ReadonlyArray<number>
 }
 
 interface Step {
@@ -80,67 +79,83 @@ export const pageStatement = (
   plan.joins.forEach((j, i) => joinAlias.set(j.key, `j${i + 1}`))
   const at = (path: Path): S.Sql => S.column(joinAlias.get(path.slice(0, -1).join("."))!, path[path.length - 1]!)
 
+  // Each distinct expression is read once: the id usually is both a key and a selection.
+  const columns: Array<S.Sql> = []
+  const columnOf = (expr: S.Sql) => {
+    const found = columns.findIndex((c) => c.text === expr.text)
+    return found >= 0 ? found : columns.push(expr) - 1
+  }
   const keyExprs = plan.order.map((o) => S.column(joinAlias.get(o.resolved.owner)!, o.resolved.field.name))
+  const keyColumns = keyExprs.map(columnOf)
+  const selectColumns = plan.select.map((s) => columnOf(S.column(joinAlias.get(s.resolved.owner)!, s.resolved.field.name)))
+  const idColumn = keyColumns[keyColumns.length - 1]!
   const directions = plan.order.map((o) => o.direction)
   const nullable = plan.order.map((o) => o.resolved.field.nullable || o.resolved.hops.length > 0)
-  const selectExprs = plan.select.map((s) => S.column(joinAlias.get(s.resolved.owner)!, s.resolved.field.name))
-  const width = 2 + keyExprs.length + selectExprs.length
-  const nulls = (n: number) => S.raw(Array.from({ length: n }, () => "NULL").join(", "))
+  const nullsExcept = (column: number, value: S.Sql) =>
+    S.join(columns.map((_, i) => (i === column ? value : S.raw("NULL"))), ", ")
 
   const rootScope = scopeCondition(view, entity.name, ROOT)
   const hint = S.raw(plan.access.index === undefined ? "NOT INDEXED" : `INDEXED BY ${S.ident(plan.access.index).text}`)
+  const from = S.sql`${table} AS ${S.ident(ROOT)} ${hint}`
   const seek = plan.access.seek.map((s) =>
     s.value === null ? S.sql`${S.ident(s.column)} IS NULL` : S.sql`${S.ident(s.column)} = ${S.param(s.value)}`
   )
-  const bound = S.raw(String(maxRowsExamined + 1))
-  const ordered = plan.access._tag === "Ordered"
+  const pageLimit = S.param(plan.first + 1)
+  const basis = S.sql`SELECT ${nullsExcept(idColumn, S.raw(`(SELECT coalesce(max("position"), 0) FROM "_cairn_commits")`))}`
+  const selected = S.join(columns, ", ")
 
-  let inner: S.Sql
-  if (rootScope === S.FALSE) {
-    // Nothing of this entity is visible: read nothing at all.
-    inner = S.sql`SELECT * FROM ${table} WHERE 0`
-  } else if (ordered) {
+  if (plan.access._tag === "Ordered") {
     const innerKeys = plan.order.map((o) => S.ident(o.resolved.field.name))
     const orderBy = S.join(innerKeys.map((k, i) => S.sql`${k} ${dir(directions[i]!)}`), ", ")
-    const arm = (conditions: ReadonlyArray<S.Sql>) =>
-      S.sql`SELECT * FROM ${table} ${hint} WHERE ${S.and([...seek, ...conditions])} ORDER BY ${orderBy} LIMIT ${bound}`
-    if (cursor === undefined) inner = arm([])
-    else {
+    const walk = (what: S.Sql, limit: S.Sql) => {
+      const arm = (conditions: ReadonlyArray<S.Sql>) =>
+        S.sql`SELECT ${what} FROM ${from} WHERE ${S.and([rootScope === S.FALSE ? S.FALSE : S.TRUE, ...seek, ...conditions])} ORDER BY ${orderBy} LIMIT ${limit}`
+      if (cursor === undefined) return arm([])
       // Never empty: the id step always exists, since ids are never NULL.
       const arms = steps(innerKeys, directions, nullable, cursor).map((s) => S.sql`SELECT * FROM (${arm([...s.prefix, s.after])})`)
-      inner = S.sql`${S.join(arms, " UNION ALL ")} LIMIT ${bound}`
+      return arms.length === 1 ? arms[0]! : S.sql`${S.join(arms, " UNION ALL ")} LIMIT ${limit}`
     }
-  } else {
-    inner = S.sql`SELECT * FROM ${table} ${hint} WHERE ${S.and(seek)} LIMIT ${bound}`
+    if (plan.joins.length === 0 && plan.rest === undefined && rootScope === S.TRUE) {
+      // Nothing runs outside the walk: every candidate is a match and the walk is the page.
+      return { sql: S.sql`${basis} UNION ALL SELECT * FROM (${walk(selected, pageLimit)})`, keyColumns, selectColumns }
+    }
+    const inner = walk(S.raw("*"), S.raw(String(maxRowsExamined + 1)))
+    const page = S.sql`SELECT ${selected} FROM (${inner}) AS ${S.ident(ROOT)}${outside(view, plan, joinAlias, at, rootScope, S.TRUE)} LIMIT ${pageLimit}`
+    const sentinel = S.sql`SELECT ${nullsExcept(-1, S.TRUE)} FROM (SELECT 1 FROM (${inner}) LIMIT 1 OFFSET ${S.raw(String(maxRowsExamined))})`
+    // The sentinel comes last and the compound stops once the page is full, so it runs
+    // only when the page came up short.
+    return {
+      sql: S.sql`${basis} UNION ALL SELECT * FROM (${page}) UNION ALL ${sentinel} LIMIT ${S.param(plan.first + 2)}`,
+      keyColumns,
+      selectColumns
+    }
   }
 
+  const inner = S.sql`SELECT * FROM ${from} WHERE ${S.and([rootScope === S.FALSE ? S.FALSE : S.TRUE, ...seek])} LIMIT ${S.raw(String(maxRowsExamined + 1))}`
+  const keyset = cursor === undefined ? S.TRUE : S.or(steps(keyExprs, directions, nullable, cursor).map((s) => S.and([...s.prefix, s.after])))
+  const orderBy = S.join(keyExprs.map((k, i) => S.sql`${k} ${dir(directions[i]!)}`), ", ")
+  const page = S.sql`SELECT ${selected} FROM (${inner}) AS ${S.ident(ROOT)}${outside(view, plan, joinAlias, at, rootScope, keyset)} ORDER BY ${orderBy} LIMIT ${pageLimit}`
+  const sentinel = S.sql`SELECT ${nullsExcept(-1, S.TRUE)} FROM (SELECT 1 FROM (${inner}) LIMIT 1 OFFSET ${S.raw(String(maxRowsExamined))})`
+  return { sql: S.sql`${basis} UNION ALL ${sentinel} UNION ALL SELECT * FROM (${page})`, keyColumns, selectColumns }
+}
+
+/** Joins (each carrying its target's row scope) and the conditions that run on every candidate. */
+const outside = (
+  view: View,
+  plan: Plan,
+  joinAlias: ReadonlyMap<string, string>,
+  at: (path: Path) => S.Sql,
+  rootScope: S.Sql,
+  keyset: S.Sql
+): S.Sql => {
   const joins = plan.joins.map((j) => {
     const alias = joinAlias.get(j.key)!
-    const scope = scopeCondition(view, j.relationship.target, alias, aliasesFor(alias))
     // The target's row scope is part of the join: a row the caller may not see is absent (NULL).
     return S.sql` LEFT JOIN ${S.ident(j.relationship.target)} AS ${S.ident(alias)} ON ${S.and([
       S.sql`${S.column(alias, "id")} = ${S.column(joinAlias.get(j.parent)!, j.relationship.via)}`,
-      scope
+      scopeCondition(view, j.relationship.target, alias, aliasesFor(alias))
     ])}`
   })
   const rest = plan.rest === undefined ? S.TRUE : filterSql(plan.rest as Filter, { valueAt: at, exists: () => S.FALSE })
-  const keyset = !ordered && cursor !== undefined
-    ? S.or(steps(keyExprs, directions, nullable, cursor).map((s) => S.and([...s.prefix, s.after])))
-    : S.TRUE
-  const where = S.and([rest, rootScope, keyset])
-  const columns = S.join([S.raw(String(ROW)), S.raw("NULL"), ...keyExprs, ...selectExprs], ", ")
-  const pageLimit = S.param(plan.first + 1)
-  const body = S.sql`SELECT ${columns} FROM (${inner}) AS ${S.ident(ROOT)}${S.join(joins, "")} WHERE ${where}`
-  const page = ordered
-    ? S.sql`${body} LIMIT ${pageLimit}`
-    : S.sql`${body} ORDER BY ${S.join(keyExprs.map((k, i) => S.sql`${k} ${dir(directions[i]!)}`), ", ")} LIMIT ${pageLimit}`
-
-  const basis = S.sql`SELECT ${S.raw(String(BASIS))}, (SELECT coalesce(max("position"), 0) FROM "_cairn_commits"), ${nulls(width - 2)}`
-  const sentinel = S.sql`SELECT ${S.raw(String(SENTINEL))}, ${nulls(width - 1)} FROM (SELECT 1 FROM (${inner}) LIMIT 1 OFFSET ${S.raw(String(maxRowsExamined))})`
-  const statement = ordered
-    ? // The sentinel comes last and the compound stops once the page is full, so it
-      // runs only when the page came up short.
-      S.sql`${basis} UNION ALL SELECT * FROM (${page}) UNION ALL ${sentinel} LIMIT ${S.param(plan.first + 2)}`
-    : S.sql`${basis} UNION ALL ${sentinel} UNION ALL SELECT * FROM (${page})`
-  return { sql: statement, keyCount: keyExprs.length }
+  return S.sql`${S.join(joins, "")} WHERE ${S.and([rest, rootScope, keyset])}`
 }
