@@ -14,11 +14,8 @@ import { freePort, startStack } from "./support/stack.js"
 const root = fileURLToPath(new URL("../../..", import.meta.url))
 const node22 = join(root, ".tools/node22/node_modules/.bin/node")
 const inspector = join(root, ".tools/inspector/node_modules/.bin/mcp-inspector")
-const install = {
-  node22: "npm i --prefix .tools/node22 node@22",
-  conformance: "npm i --prefix .tools/conformance @modelcontextprotocol/conformance@0.1.16",
-  inspector: "npm i --prefix .tools/inspector @modelcontextprotocol/inspector@2.12.0"
-}
+// scripts/tools.mjs installs all three (pinned) before `npm test`.
+const install = { node22: "npm run tools", conformance: "npm run tools", inspector: "npm run tools" }
 
 const requireTool = (path: string, command: string) => {
   if (!existsSync(path)) assert.fail(`missing ${path}; install it with: ${command}`)
