@@ -10,7 +10,7 @@ import { DataPlane } from "@cairn/server"
 import { synthetic, tracker } from "@cairn/tracker"
 import { Effect, Layer, Redacted } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { initialize, post, type Stack, startStack } from "./support/stack.js"
+import { initialize, openApplication, post, type Stack, startStack } from "./support/stack.js"
 
 const list = { jsonrpc: "2.0", id: 2, method: "tools/list", params: {} }
 const call = (name: string, args: unknown, id = 3) => ({
@@ -211,7 +211,7 @@ describe("tools/list", () => {
     Effect.gen(function* () {
       const bodies: Array<string> = []
       for (const root of [undefined, synthetic(500)]) {
-        const stack = yield* startStack(root ? { root } : {})
+        const stack = yield* startStack(root ? { application: openApplication(root) } : {})
         const auth = { authorization: `Bearer ${yield* stack.token({ sub: "alice", org: "acme" })}`, ...v }
         const response = yield* post(stack.mcpUrl, list, auth)
         assert.strictEqual(response.status, 200)

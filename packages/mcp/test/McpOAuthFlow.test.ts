@@ -9,7 +9,7 @@ import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprot
 import { assert, describe, it } from "@effect/vitest"
 import { Entity, RootSchema } from "@cairn/catalog"
 import { signIn } from "@cairn/server/DevAuthServer"
-import { tracker } from "@cairn/tracker"
+import { tracker, trackerApplication } from "@cairn/tracker"
 import { Effect, Schema } from "effect"
 import { decodeJwt } from "jose"
 import { v7 as uuidv7 } from "uuid"
@@ -204,7 +204,7 @@ const nextRelease = (
   before: { readonly catalogToken: string; readonly port: number; readonly issuerPort: number; readonly dataDir: string; readonly projectId: string }
 ) =>
   Effect.gen(function* () {
-    const stack = yield* startStack({ root: trackerNext, reuse: before })
+    const stack = yield* startStack({ application: { ...trackerApplication, root: trackerNext }, reuse: before })
     const client = yield* connect(provider, new URL(stack.mcpUrl))
     const call = (name: string, args: Record<string, unknown>) =>
       Effect.promise(() => client.callTool({ name, arguments: args }) as Promise<ToolResult>)

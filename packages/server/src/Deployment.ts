@@ -1,11 +1,13 @@
 /**
  * The explicit deployment the application's entry point assembles: a named root
- * schema, the database deployments that use it (how a verified identity maps to a
- * database), and the compiled catalog. Validated before anything is served.
+ * schema, its policy and operation handlers, and the database deployments that use it
+ * (how a verified identity maps to a database). Compiled and validated before anything
+ * is served: a definition, policy or handler problem stops startup with every problem listed.
  */
 import { Context, Effect, Layer } from "effect"
-import { type Catalog, compile, type RootSchema } from "@cairn/catalog"
-import { CatalogError } from "@cairn/catalog"
+import { type Catalog, CatalogError, compile, type RootSchema } from "@cairn/catalog"
+import { Policy, type PolicyError } from "@cairn/policy"
+import { type Handlers, OperationCatalog, type OperationCatalogError, type OperationCatalogShape } from "@cairn/store"
 
 /** How the databases of one deployment are derived from verified identities. */
 export interface DatabaseDeployment {
@@ -19,20 +21,31 @@ export interface DatabaseDeployment {
 
 export interface DeploymentDefinition {
   readonly root: RootSchema.RootSchema
+  /** Who may see and do what; compiled against the root schema. */
+  readonly policy: Policy.PolicyDefinition
+  /** Exactly one handler per operation of the root schema. */
+  readonly handlers: Handlers.Handlers
   readonly databases: ReadonlyArray<DatabaseDeployment>
 }
 
 export interface DeploymentShape {
   readonly root: RootSchema.RootSchema
+  /** The compiled catalog; its token covers the policy too (`policy.catalog`). */
   readonly catalog: Catalog
+  readonly policy: Policy.CompiledPolicy
+  /** The catalog's operations with their handlers, for the writer. */
+  readonly operations: OperationCatalogShape
   readonly database: DatabaseDeployment
 }
 
+export type DeploymentError = CatalogError | PolicyError | OperationCatalogError
+
 export class Deployment extends Context.Tag("@cairn/server/Deployment")<Deployment, DeploymentShape>() {
   /** Compiles and validates a deployment definition. */
-  static readonly make = (definition: DeploymentDefinition): Effect.Effect<DeploymentShape, CatalogError> =>
+  static readonly make = (definition: DeploymentDefinition): Effect.Effect<DeploymentShape, DeploymentError> =>
     Effect.gen(function* () {
-      const catalog = yield* compile(definition.root)
+      const policy = yield* Policy.compile(yield* compile(definition.root), definition.policy)
+      const catalog = policy.catalog
       const problems: Array<string> = []
       if (definition.databases.length !== 1) {
         problems.push(`deployment: exactly one database deployment is supported, ${definition.databases.length} given`)
@@ -46,7 +59,8 @@ export class Deployment extends Context.Tag("@cairn/server/Deployment")<Deployme
         }
       }
       if (problems.length > 0) return yield* new CatalogError({ problems })
-      return { root: definition.root, catalog, database: definition.databases[0]! }
+      const operations = yield* OperationCatalog.make(catalog, definition.handlers)
+      return { root: definition.root, catalog, policy, operations, database: definition.databases[0]! }
     })
 
   static readonly layer = (definition: DeploymentDefinition) => Layer.effect(Deployment, Deployment.make(definition))

@@ -8,7 +8,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { existsSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { tracker } from "@cairn/tracker"
+import { trackerDeployment } from "@cairn/tracker"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose"
 import { Deployment } from "../src/Deployment.js"
@@ -283,7 +283,7 @@ describe("DevAuthServer", () => {
         Layer.merge(layer.pipe(Layer.provide(DevIssuerLive)), IdentityLive).pipe(
           Layer.provide([
             Settings.layer(settings),
-            Deployment.layer({ root: tracker, databases: [{ name: "tenants", schema: "tracker", keyClaim: "org" }] })
+            Deployment.layer(trackerDeployment)
           ]),
           Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer]]))))
         )

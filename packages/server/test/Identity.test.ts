@@ -7,8 +7,7 @@ import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted, TestClock } from "effect"
 import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
-import { compile } from "@cairn/catalog"
-import { tracker } from "@cairn/tracker"
+import { trackerDeployment } from "@cairn/tracker"
 import { Deployment } from "../src/Deployment.js"
 import { Identity, type Resource, Unauthorized } from "../src/Identity.js"
 import { identityConfig, type IdentityConfig, IdentityConfigError, makeIdentity } from "../src/IdentityLive.js"
@@ -334,10 +333,7 @@ const settings = (overrides: Partial<SettingsShape> = {}): SettingsShape => ({
   ...overrides
 })
 
-const deployment = Layer.effect(
-  Deployment,
-  Effect.map(compile(tracker), (catalog) => ({ root: tracker, catalog, database: { name: "tenants", schema: "tracker", keyClaim: "org" } }))
-)
+const deployment = Deployment.layer(trackerDeployment)
 
 const configFrom = (env: Record<string, string>, s: SettingsShape = settings()) =>
   identityConfig.pipe(

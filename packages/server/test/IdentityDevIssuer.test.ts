@@ -10,8 +10,7 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader } from "jose"
-import { compile } from "@cairn/catalog"
-import { tracker } from "@cairn/tracker"
+import { trackerDeployment } from "@cairn/tracker"
 import { Deployment } from "../src/Deployment.js"
 import { layerWith as devAuthServer, resourceScopes } from "../src/DevAuthServer.js"
 import { devIssuer, DevIssuerLive, devKeyPath, devScopes, loadOrCreateDevKey, signDevToken } from "../src/DevIssuer.js"
@@ -46,10 +45,7 @@ const settingsFor = (dataDir: string, port: number, stageSetting = "development"
   testHooksSetting: undefined
 })
 
-const deployment = Layer.effect(
-  Deployment,
-  Effect.map(compile(tracker), (catalog) => ({ root: tracker, catalog, database: { name: "tenants", schema: "tracker", keyClaim: "org" } }))
-)
+const deployment = Deployment.layer(trackerDeployment)
 
 const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
 

@@ -24,7 +24,7 @@ import {
   Scope
 } from "effect"
 import type { Catalog } from "@cairn/catalog"
-import type { Receipt } from "@cairn/domain"
+import { InternalError, type Receipt } from "@cairn/domain"
 import { install } from "./Install.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
@@ -253,3 +253,20 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     } as const
   })
 }) {}
+
+/**
+ * The caller's database for the current scope, for a request: a failure to open it is the
+ * operator's to fix, logged under a reference; the caller sees only an `InternalError`.
+ */
+export const activateForRequest = (databaseKey: string) =>
+  Effect.flatMap(Databases, (databases) =>
+    databases.activate(databaseKey).pipe(
+      Effect.catchAll((error) =>
+        Effect.gen(function* () {
+          const correlationId = crypto.randomUUID()
+          yield* Effect.logError("database unavailable", error.message).pipe(Effect.annotateLogs({ correlationId }))
+          return yield* Effect.die(InternalError.withReference(correlationId))
+        })
+      )
+    )
+  )

@@ -9,14 +9,13 @@ import { digest, type View } from "@cairn/catalog"
 import {
   CatalogChanged,
   decodeStrict,
-  InternalError,
   InvalidInput,
   type MutateRequest,
   type Principal,
   type Receipt,
   UnknownDefinition
 } from "@cairn/domain"
-import { Databases } from "./Databases.js"
+import { activateForRequest, type Databases } from "./Databases.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 
@@ -98,20 +97,6 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
     principal,
     catalogToken: view.token
   }
-  const databases = yield* Databases
-  return yield* Effect.scoped(
-    Effect.gen(function* () {
-      const database = yield* databases.activate(principal.databaseKey).pipe(
-        Effect.catchAll((error) =>
-          Effect.gen(function* () {
-            const correlationId = crypto.randomUUID()
-            yield* Effect.logError("mutate: database unavailable", error.message).pipe(Effect.annotateLogs({ correlationId }))
-            return yield* Effect.die(InternalError.withReference(correlationId))
-          })
-        )
-      )
-      // Replays pass the writer too: it answers them from the receipts in commit order.
-      return yield* database.submit(invocation)
-    })
-  )
+  // Replays pass the writer too: it answers them from the receipts in commit order.
+  return yield* Effect.scoped(Effect.flatMap(activateForRequest(principal.databaseKey), (database) => database.submit(invocation)))
 }) satisfies (args: MutateArgs) => Effect.Effect<Receipt, unknown, Databases>

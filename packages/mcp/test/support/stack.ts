@@ -8,15 +8,16 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
-import { compile, CursorKey, describe, type RootSchema, View } from "@cairn/catalog"
-import { Policy } from "@cairn/policy"
-import { QueryPlanner } from "@cairn/query"
-import { Databases, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import type { RootSchema } from "@cairn/catalog"
+import { Policy, Rule } from "@cairn/policy"
+import { Handler } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
 import {
   CursorKeyLive,
   DataPlane,
   Deployment,
+  type DeploymentDefinition,
+  EngineLive,
   DevIssuerLive,
   FrontMiddleware,
   IdentityLive,
@@ -26,8 +27,8 @@ import {
   type SettingsShape
 } from "@cairn/server"
 import * as DevAuth from "@cairn/server/DevAuthServer"
-import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
-import { ConfigProvider, Context, Effect, Layer } from "effect"
+import { trackerApplication } from "@cairn/tracker"
+import { ConfigProvider, Effect, Layer } from "effect"
 
 export const freePort = () =>
   Effect.promise(
@@ -63,8 +64,8 @@ export interface Stack {
 }
 
 export interface StackOptions {
-  /** The root schema; the tracker (with its policy, handlers and store) by default. */
-  readonly root?: RootSchema.RootSchema
+  /** Root schema, policy and handlers; the tracker's by default. */
+  readonly application?: Omit<DeploymentDefinition, "databases">
   /** Public base URL when it differs from the bind address (a proxy in front). */
   readonly basePort?: number
   /** Restart on an earlier stack's ports and data (its key, secret and databases). */
@@ -73,57 +74,17 @@ export interface StackOptions {
   readonly plane?: Layer.Layer<DataPlane>
 }
 
-/**
- * The engine as the entry point assembles it: describe over the principal's policy view,
- * the query planner on the database's read connection, and the writer's mutate. A root
- * other than the tracker has no handlers here; it serves describe only.
- */
-const planeFor = (root: RootSchema.RootSchema, dataDir: string) =>
-  Effect.gen(function* () {
-    const compiled = yield* compile(root)
-    if (root.name !== "tracker") {
-      const view = View.full(compiled)
-      return Layer.effect(
-        DataPlane,
-        Effect.map(CursorKey, (sealer) => ({
-          describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
-          query: () => Effect.dieMessage("this test catalog has no store"),
-          mutate: () => Effect.dieMessage("this test catalog has no store")
-        }))
-      )
-    }
-    const policy = yield* Policy.compile(compiled, trackerPolicy)
-    const catalog = policy.catalog
-    const Engine = Layer.effect(
-      DataPlane,
-      Effect.gen(function* () {
-        const context = yield* Effect.context<CursorKey | Databases | QueryPlanner>()
-        const databases = Context.get(context, Databases)
-        const planner = Context.get(context, QueryPlanner)
-        return {
-          describe: (principal, request) => describe(policy.view(principal), request).pipe(Effect.provide(context)),
-          query: (principal, request) =>
-            Effect.scoped(
-              Effect.gen(function* () {
-                const database = yield* Effect.orDie(databases.activate(principal.databaseKey))
-                return yield* planner.run({ view: policy.view(principal), principal, database: { id: database.id, sql: database.reader }, request })
-              })
-            ),
-          mutate: (principal, request) =>
-            mutate({ view: policy.view(principal), principal, request }).pipe(Effect.provide(context))
-        }
-      })
-    )
-    return Engine.pipe(
-      Layer.provideMerge(QueryPlanner.Default),
-      Layer.provideMerge(
-        Databases.Default.pipe(
-          Layer.provide(StoreConfig.layer({ dataDir, synchronous: "NORMAL" })),
-          Layer.provide(OperationCatalog.layer(catalog, trackerHandlers))
-        )
-      )
-    )
-  })
+/** An application over `root` where everyone reads everything and every operation is refused (for describe-only tests). */
+export const openApplication = (root: RootSchema.RootSchema) => ({
+  root,
+  policy: Policy.make({
+    entities: root.entities.map((e) => Policy.entity(e, { read: Rule.always })),
+    operations: root.operations.map((o) => Policy.operation(o))
+  }),
+  handlers: Object.fromEntries(
+    root.operations.map((o) => [`${o.owner}.${o.name}`, () => Handler.reject("This test application stores nothing.")])
+  )
+})
 
 export const startStack = (options: StackOptions = {}) =>
   Effect.gen(function* () {
@@ -141,9 +102,9 @@ export const startStack = (options: StackOptions = {}) =>
       stage: "test",
       testHooksSetting: undefined
     }
-    const root = options.root ?? tracker
-    const DeploymentLive = Deployment.layer({ root, databases: [{ name: "tenants", schema: root.name, keyClaim: "org" }] })
-    const PlaneLive = options.plane ?? (yield* planeFor(root, dataDir)).pipe(Layer.provide(CursorKeyLive))
+    const application = options.application ?? trackerApplication
+    const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
+    const PlaneLive = options.plane ?? EngineLive
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.
@@ -153,8 +114,13 @@ export const startStack = (options: StackOptions = {}) =>
       ),
       DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
     ).pipe(
+      Layer.provide(CursorKeyLive),
       Layer.provide([Settings.layer(settings), DeploymentLive]),
-      Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer]]))))
+      Layer.provide(
+        Layer.setConfigProvider(
+          ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer], ["CAIRN_SQLITE_SYNCHRONOUS", "NORMAL"]]))
+        )
+      )
     )
     yield* Layer.build(app)
     if (options.reuse) {

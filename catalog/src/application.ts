@@ -1,0 +1,12 @@
+/** The tracker as one application: root schema, policy and handlers, ready to deploy. */
+import { trackerHandlers } from "./handlers.js"
+import { trackerPolicy } from "./policy.js"
+import { tracker } from "./tracker.js"
+
+export const trackerApplication = { root: tracker, policy: trackerPolicy, handlers: trackerHandlers } as const
+
+/** The tracker deployed as `npm start` serves it: one database per verified `org` claim. */
+export const trackerDeployment = {
+  ...trackerApplication,
+  databases: [{ name: "tenants", schema: "tracker", keyClaim: "org" }]
+} as const
