@@ -1,0 +1,104 @@
+// The whole server as `npm start` assembles it (`App(trackerDeployment)`), started in
+// process on free 127.0.0.1 ports with a fresh data directory, the development
+// authorization server, and test hooks on. Tokens are minted exactly as
+// `npm run -s token` mints them: signed with the development key in the data directory.
+import { mkdtempSync } from "node:fs"
+import { createServer } from "node:net"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { CairnClient } from "@cairn/client"
+import { devIssuer, devScopes, Settings, type SettingsShape, signDevToken } from "@cairn/server"
+import { trackerDeployment } from "@cairn/tracker"
+import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
+import { App } from "../../src/App.js"
+
+export const freePort = () =>
+  Effect.promise(
+    () =>
+      new Promise<number>((resolve, reject) => {
+        const server = createServer()
+        server.once("error", reject)
+        server.listen(0, "127.0.0.1", () => {
+          const port = (server.address() as { port: number }).port
+          server.close(() => resolve(port))
+        })
+      })
+  )
+
+export interface Who {
+  readonly sub: string
+  /** The database key claim; omit it to mint a token the server must refuse. */
+  readonly org?: string
+  readonly roles?: ReadonlyArray<string>
+  readonly scope?: string
+  readonly resource?: "db" | "mcp"
+  readonly ttlSeconds?: number
+}
+
+export interface Running {
+  readonly base: string
+  readonly port: number
+  readonly issuer: string
+  readonly dataDir: string
+  /** A development access token, as `npm run -s token` prints it. */
+  readonly token: (who: Who) => Effect.Effect<string>
+  /** A `CairnClient` layer for `base` with this bearer token. */
+  readonly client: (token: string) => Layer.Layer<CairnClient>
+}
+
+export interface StartOptions {
+  /** Extra `CAIRN_*` settings, e.g. `CAIRN_MAX_BODY_BYTES`. */
+  readonly env?: Readonly<Record<string, string>>
+  /** Reuse a data directory (a restart). */
+  readonly dataDir?: string
+  /** Least severe log level printed; `Warning` by default, to keep test output readable. */
+  readonly logLevel?: LogLevel.LogLevel
+}
+
+/** Starts the server for the current scope; it stops (databases closed) when the scope closes. */
+export const startApp = (options: StartOptions = {}) =>
+  Effect.gen(function* () {
+    const port = yield* freePort()
+    const issuerPort = yield* freePort()
+    const base = `http://127.0.0.1:${port}`
+    const issuer = `http://127.0.0.1:${issuerPort}`
+    const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-app-"))
+    const settings: SettingsShape = {
+      port,
+      host: "127.0.0.1",
+      baseUrl: base,
+      dataDir,
+      stageSetting: "test",
+      stage: "test",
+      testHooksSetting: "1"
+    }
+    const env = new Map<string, string>([
+      ["CAIRN_DEV_ISSUER_URL", issuer],
+      ["CAIRN_SQLITE_SYNCHRONOUS", "NORMAL"],
+      ...Object.entries(options.env ?? {})
+    ])
+    const provided = (layer: Layer.Layer<never, unknown, Settings>) =>
+      layer.pipe(
+        Layer.provide(Settings.layer(settings)),
+        Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
+        Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning))
+      )
+    yield* Layer.build(provided(App(trackerDeployment)))
+
+    const dev = yield* devIssuer.pipe(
+      Effect.provideService(Settings, settings),
+      Effect.withConfigProvider(ConfigProvider.fromMap(env)),
+      Effect.orDie
+    )
+    const token: Running["token"] = (who) =>
+      signDevToken(dev, {
+        subject: who.sub,
+        audience: `${base}/${who.resource ?? "db"}`,
+        claims: { ...(who.org !== undefined ? { org: who.org } : {}), ...(who.roles ? { roles: who.roles } : {}) },
+        scope: who.scope ?? devScopes.join(" "),
+        ttlSeconds: who.ttlSeconds ?? 3600
+      })
+    const client: Running["client"] = (bearer) => CairnClient.layerFetch({ baseUrl: base, token: bearer })
+    const running: Running = { base, port, issuer, dataDir, token, client }
+    return running
+  })
