@@ -1,5 +1,6 @@
 export * from "./Catalog.js"
 export * from "./CatalogError.js"
+export * from "./ColumnValue.js"
 export * from "./CursorKey.js"
 export * from "./Describe.js"
 export * as Entity from "./Entity.js"

@@ -5,13 +5,9 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import {
-  decodeStrict,
-  DescribeRequest,
-  InvalidInput,
-  InvalidQuery,
-  type Issue,
+  decodeDescribeRequest,
+  decodeMutateRequest,
   isPublicError,
-  MutateRequest,
   type Overloaded,
   type Principal,
   type PublicError,
@@ -21,30 +17,6 @@ import { decodeQueryRequest } from "@cairn/query"
 import type { DataPlaneShape } from "@cairn/server"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"
-
-const describeIssues = (issues: ReadonlyArray<Issue>): string =>
-  issues
-    .slice(0, 5)
-    .map((i) => `${i.path}: ${i.message}`)
-    .join("; ") + (issues.length > 5 ? `; and ${issues.length - 5} more` : "")
-
-const decodeDescribe = decodeStrict(
-  DescribeRequest,
-  (issues) =>
-    new InvalidQuery({
-      message: `The describe arguments do not match the tool's input schema: ${describeIssues(issues)}.`,
-      issues
-    })
-)
-
-const decodeMutate = decodeStrict(
-  MutateRequest,
-  (issues) =>
-    new InvalidInput({
-      message: `The mutate arguments do not match the tool's input schema: ${describeIssues(issues)}.`,
-      issues
-    })
-)
 
 /** A successful tool result: the structured value plus the same value as compact text. */
 export const success = (value: object): CallToolResult => ({
@@ -74,11 +46,11 @@ export const callTool = Effect.fn("Mcp.callTool")(function* (
 ) {
   const run: Effect.Effect<object, PublicError | Overloaded> =
     name === "describe"
-      ? Effect.flatMap(decodeDescribe(args ?? {}), (request) => plane.describe(principal, request))
+      ? Effect.flatMap(decodeDescribeRequest(args ?? {}), (request) => plane.describe(principal, request))
       : name === "query"
         ? // The query package's decoder: precise issues inside filters, and their size bounded first.
           Effect.flatMap(decodeQueryRequest(args ?? {}), (request) => plane.query(principal, request))
-        : Effect.flatMap(decodeMutate(args ?? {}), (request) => plane.mutate(principal, request))
+        : Effect.flatMap(decodeMutateRequest(args ?? {}), (request) => plane.mutate(principal, request))
   return yield* run.pipe(
     Effect.map(success),
     Effect.catchIf(isPublicError, (error) => Effect.succeed(failure(error)))

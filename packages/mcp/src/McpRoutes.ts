@@ -17,6 +17,7 @@ import { Correlation, DataPlane, type DataPlaneShape, Identity, Settings } from 
 import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
+import { QueryLimits, type QueryLimitsShape } from "@cairn/query"
 import { rejection } from "./internal/origin.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, requiredScope, type Scope, scopes, tools } from "./McpTools.js"
@@ -72,7 +73,8 @@ const makeServer = (
   plane: DataPlaneShape,
   principal: Principal,
   runtime: Runtime.Runtime<never>,
-  outcome: Outcome
+  outcome: Outcome,
+  queryLimits: QueryLimitsShape
 ): Server => {
   const server = new Server(serverInfo, {
     capabilities: { tools: { listChanged: false } },
@@ -90,7 +92,9 @@ const makeServer = (
       outcome.missingScope = needed
       throw new ProtocolError(ErrorCode.InvalidRequest, `The access token lacks the ${needed} scope.`)
     }
-    const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
+    const exit = await Runtime.runPromiseExit(runtime)(
+      callTool(plane, principal, name, request.params.arguments).pipe(Effect.provideService(QueryLimits, queryLimits))
+    )
     if (Exit.isSuccess(exit)) return exit.value
     const failure = Cause.failureOption(exit.cause)
     if (failure._tag === "Some") {
@@ -116,6 +120,8 @@ export const McpRoutes = HttpLayerRouter.use(
     const config = yield* McpConfig
     const identity = yield* Identity
     const plane = yield* DataPlane
+    // The operator's query budget, which the strict query decoder checks filters against.
+    const queryLimits = yield* QueryLimits
     const base = settings.baseUrl
     const document = metadata(base, config.authorizationServers)
 
@@ -170,7 +176,7 @@ export const McpRoutes = HttpLayerRouter.use(
       const webRequest = yield* HttpServerRequest.toWeb(request)
       const outcome: Outcome = {}
       const response = yield* Effect.promise(async () => {
-        const server = makeServer(plane, principal, runtime, outcome)
+        const server = makeServer(plane, principal, runtime, outcome, queryLimits)
         // No sessionIdGenerator: stateless, so any instance can answer any request.
         const transport = new WebStandardStreamableHTTPServerTransport({
           enableJsonResponse: true,

@@ -16,6 +16,7 @@ import {
   QueryBudgetExceeded,
   QueryRequest,
   SetMembership,
+  summarizeIssues,
   SetOp
 } from "@cairn/domain"
 import { QueryLimits } from "./QueryLimits.js"
@@ -39,11 +40,7 @@ const tidy = (issues: ReadonlyArray<Issue>): ReadonlyArray<Issue> => {
 
 const invalid = (raw: ReadonlyArray<Issue>) => {
   const issues = tidy(raw)
-  const shown = issues.slice(0, 3).map((i) => `${i.path}: ${i.message}`).join("; ")
-  return new InvalidQuery({
-    message: `The query request is malformed: ${shown}${issues.length > 3 ? `; and ${issues.length - 3} more` : ""}.`,
-    issues
-  })
+  return new InvalidQuery({ message: `The query request is malformed: ${summarizeIssues(issues, 3)}.`, issues })
 }
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)

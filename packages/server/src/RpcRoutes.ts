@@ -10,20 +10,16 @@ import {
   CurrentPrincipal,
   dataRpcPath,
   type DataRpcs,
-  decodeStrict,
-  DescribeRequest,
+  decodeDescribeRequest,
+  decodeMutateRequest,
   DescribeResult,
   InternalError,
-  InvalidInput,
-  InvalidQuery,
-  type Issue,
-  MutateRequest,
   type Overloaded,
   PublicError,
-  QueryRequest,
   QueryResult,
   Receipt
 } from "@cairn/domain"
+import { decodeQueryRequest, QueryLimits } from "@cairn/query"
 import { Cause, Effect, Layer, Option, Schema } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DataPlane } from "./DataPlane.js"
@@ -52,25 +48,6 @@ type Mismatched = {
   [T in Wire["_tag"] | Served["_tag"]]: [Answer<Wire, T>] extends [Answer<Served, T>] ? ([Answer<Served, T>] extends [Answer<Wire, T>] ? never : T) : T
 }[Wire["_tag"] | Served["_tag"]]
 const servedAsWire: [Mismatched] extends [never] ? true : Mismatched = true
-
-const summary = (issues: ReadonlyArray<Issue>): string =>
-  issues
-    .slice(0, 5)
-    .map((i) => `${i.path}: ${i.message}`)
-    .join("; ") + (issues.length > 5 ? `; and ${issues.length - 5} more` : "")
-
-const decodeDescribe = decodeStrict(
-  DescribeRequest,
-  (issues) => new InvalidQuery({ message: `The describe request does not match its schema: ${summary(issues)}.`, issues })
-)
-const decodeQuery = decodeStrict(
-  QueryRequest,
-  (issues) => new InvalidQuery({ message: `The query request does not match its schema: ${summary(issues)}.`, issues })
-)
-const decodeMutate = decodeStrict(
-  MutateRequest,
-  (issues) => new InvalidInput({ message: `The mutate request does not match its schema: ${summary(issues)}.`, issues })
-)
 
 /** Metrics for every outcome; defects are logged with the request id and replaced by a generic message. */
 const observe =
@@ -107,19 +84,21 @@ const refuseOverloaded = (overloaded: Overloaded) =>
 const Handlers = ServedRpcs.toLayer(
   Effect.gen(function* () {
     const plane = yield* DataPlane
+    // The operator's query budget, which the strict query decoder checks filters against.
+    const queryLimits = yield* QueryLimits
     return ServedRpcs.of({
       Describe: (payload) =>
-        Effect.all([CurrentPrincipal, decodeDescribe(payload)]).pipe(
+        Effect.all([CurrentPrincipal, decodeDescribeRequest(payload)]).pipe(
           Effect.flatMap(([principal, request]) => plane.describe(principal, request)),
           observe("Describe")
         ),
       Query: (payload) =>
-        Effect.all([CurrentPrincipal, decodeQuery(payload)]).pipe(
+        Effect.all([CurrentPrincipal, decodeQueryRequest(payload).pipe(Effect.provideService(QueryLimits, queryLimits))]).pipe(
           Effect.flatMap(([principal, request]) => plane.query(principal, request)),
           observe("Query")
         ),
       Mutate: (payload) =>
-        Effect.all([CurrentPrincipal, decodeMutate(payload)]).pipe(
+        Effect.all([CurrentPrincipal, decodeMutateRequest(payload)]).pipe(
           Effect.flatMap(([principal, request]) => plane.mutate(principal, request)),
           Effect.catchTag("Overloaded", refuseOverloaded),
           observe("Mutate")

@@ -82,7 +82,7 @@ describe("/db/rpc", () => {
       const badVersion = failure((yield* post(front, request("Query", { query: { version: 2, from: { kind: "entity", name: "Task" }, select: {} } }), bearer(token))).text)
       expect(badVersion._tag).toBe("InvalidQuery")
       expect(badVersion.issues.map((i) => i.path)).toEqual(["/query/version"])
-      expect(badVersion.message).toMatch(/^The query request does not match its schema: \/query\/version: /)
+      expect(badVersion.message).toMatch(/^The query request is malformed: \/query\/version: /)
 
       const extraKey = failure((yield* post(front, request("Describe", { browse: { kinds: ["entity"] }, everything: true }), bearer(token))).text)
       expect(extraKey._tag).toBe("InvalidQuery")

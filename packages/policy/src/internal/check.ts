@@ -2,7 +2,7 @@
  * Compile-time checks of rules against the catalog: every path, operator and value must
  * fit the field it names, so a policy that mistypes anything never installs.
  */
-import type { Catalog } from "@cairn/catalog"
+import { type Catalog, fitsColumn } from "@cairn/catalog"
 import type { PrincipalList, Rule, Value } from "../Rule.js"
 import { type FieldType, fieldType, resolvePath } from "./paths.js"
 
@@ -17,18 +17,7 @@ const show = (v: unknown): string => JSON.stringify(v) ?? String(v)
 const fieldName = (f: FieldType) => `${f.entity}.${f.name}`
 
 /** Whether a concrete scalar fits a field's stored type (not its literal set). */
-export const fitsColumn = (field: FieldType, value: unknown): boolean => {
-  switch (field.column) {
-    case "text":
-      return typeof value === "string"
-    case "integer":
-      return typeof value === "number" && Number.isSafeInteger(value)
-    case "real":
-      return typeof value === "number" && Number.isFinite(value)
-    case "boolean":
-      return typeof value === "boolean"
-  }
-}
+export const fitsField = (field: FieldType, value: unknown): boolean => fitsColumn(field.column, value)
 
 const valueProblem = (field: FieldType, value: unknown): string | undefined => {
   if (isPrincipalValue(value)) {
@@ -38,7 +27,7 @@ const valueProblem = (field: FieldType, value: unknown): string | undefined => {
       : `${fieldName(field)} (${field.literals ? "one of " + field.literals.map(show).join(", ") : field.column}) cannot be compared with the principal's subject (a free string)`
   }
   if (value === null) return `${fieldName(field)} is compared with null; use isNull instead`
-  if (!fitsColumn(field, value)) return `${show(value)} is not a valid ${field.column} value for ${fieldName(field)}`
+  if (!fitsField(field, value)) return `${show(value)} is not a valid ${field.column} value for ${fieldName(field)}`
   if (field.literals && !field.literals.includes(value as string | number | boolean)) {
     return `${show(value)} is not one of the values of ${fieldName(field)} (${field.literals.map(show).join(", ")})`
   }

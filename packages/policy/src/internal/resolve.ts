@@ -6,7 +6,7 @@
 import { type Catalog, RowScope } from "@cairn/catalog"
 import type { Principal, Scalar } from "@cairn/domain"
 import type { PrincipalList, PrincipalValue, Rule } from "../Rule.js"
-import { fitsColumn, isPrincipalList, isPrincipalValue } from "./check.js"
+import { fitsField, isPrincipalList, isPrincipalValue } from "./check.js"
 import { type FieldType, resolvePath } from "./paths.js"
 
 type ScopeFilter = RowScope.ScopeFilter
@@ -23,7 +23,7 @@ const scalarClaim = (principal: Principal, name: string): Scalar | typeof Missin
 
 const principalValue = (principal: Principal, value: PrincipalValue, field: FieldType): Scalar | typeof Missing => {
   const v = value.ref === "subject" ? principal.subject : scalarClaim(principal, value.name)
-  return v !== Missing && fitsColumn(field, v) ? v : Missing
+  return v !== Missing && fitsField(field, v) ? v : Missing
 }
 
 const principalList = (principal: Principal, list: PrincipalList, field: FieldType): ReadonlyArray<Scalar> | typeof Missing => {
@@ -33,7 +33,7 @@ const principalList = (principal: Principal, list: PrincipalList, field: FieldTy
     if (v === undefined) return Missing
     values = Array.isArray(v) ? v : [v]
   } else values = list.ref === "roles" ? principal.roles : principal.scopes
-  return values.every((v) => fitsColumn(field, v)) ? (values as ReadonlyArray<Scalar>) : Missing
+  return values.every((v) => fitsField(field, v)) ? (values as ReadonlyArray<Scalar>) : Missing
 }
 
 const hasClaim = (principal: Principal, name: string, value: unknown): boolean => {

@@ -4,7 +4,7 @@
  * hops), the order completed by `id`, and an access path whose work is bounded.
  */
 import type { CompiledEntity, CompiledField, CompiledRelationship, View } from "@cairn/catalog"
-import { digest } from "@cairn/catalog"
+import { digest, fitsColumn } from "@cairn/catalog"
 import {
   type Direction,
   type Filter,
@@ -120,16 +120,7 @@ const typeName = (field: FieldInfo): string =>
 
 const fits = (field: FieldInfo, value: Scalar): boolean => {
   if (field.literals) return field.literals.includes(value as string | number | boolean)
-  switch (field.column) {
-    case "text":
-      return typeof value === "string"
-    case "integer":
-      return typeof value === "number" && Number.isSafeInteger(value)
-    case "real":
-      return typeof value === "number" && Number.isFinite(value)
-    case "boolean":
-      return typeof value === "boolean"
-  }
+  return fitsColumn(field.column, value)
 }
 
 class Planner {

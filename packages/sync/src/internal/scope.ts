@@ -4,7 +4,7 @@
  * filter never reads through a relationship the client cannot see, and replaying a
  * change needs no extra reads to decide it).
  */
-import { type CompiledEntity, type CompiledField, digest, RowScope, type View } from "@cairn/catalog"
+import { type CompiledEntity, type CompiledField, digest, fitsColumn, RowScope, type View } from "@cairn/catalog"
 import { type Filter, InvalidQuery, type Issue, type SyncScope, UnknownDefinition } from "@cairn/domain"
 import { Effect } from "effect"
 
@@ -27,17 +27,7 @@ export interface ResolvedScope {
 }
 
 const scalarFits = (field: CompiledField | undefined, value: unknown): boolean => {
-  const column = field?.column ?? "text"
-  switch (column) {
-    case "text":
-      return typeof value === "string"
-    case "integer":
-      return typeof value === "number" && Number.isSafeInteger(value)
-    case "real":
-      return typeof value === "number" && Number.isFinite(value)
-    case "boolean":
-      return typeof value === "boolean"
-  }
+  return fitsColumn(field?.column ?? "text", value)
 }
 
 const idOperators = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]

@@ -1,0 +1,27 @@
+/**
+ * Strict decoders of the describe and mutate requests, shared by every transport so a
+ * malformed request reads the same over RPC and MCP: unknown keys are refused, and the
+ * error lists the offending paths. (The query request has its own, in `@cairn/query`,
+ * because its filter is checked against the planner's budget first.)
+ */
+import { decodeStrict } from "./Decode.js"
+import { DescribeRequest } from "./Describe.js"
+import { MutateRequest } from "./Mutate.js"
+import { InvalidInput, InvalidQuery, type Issue } from "./PublicError.js"
+
+/** The first `shown` issues as `path: message`, joined for a one-line error message. */
+export const summarizeIssues = (issues: ReadonlyArray<Issue>, shown = 5): string =>
+  issues
+    .slice(0, shown)
+    .map((i) => `${i.path}: ${i.message}`)
+    .join("; ") + (issues.length > shown ? `; and ${issues.length - shown} more` : "")
+
+export const decodeDescribeRequest = decodeStrict(
+  DescribeRequest,
+  (issues) => new InvalidQuery({ message: `The describe request is malformed: ${summarizeIssues(issues)}.`, issues })
+)
+
+export const decodeMutateRequest = decodeStrict(
+  MutateRequest,
+  (issues) => new InvalidInput({ message: `The mutate request is malformed: ${summarizeIssues(issues)}.`, issues })
+)
