@@ -17,10 +17,10 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { existsSync, mkdtempSync, readFileSync } from "node:fs"
 import { createServer, request, type Server } from "node:http"
-import { createServer as createNetServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePortPromise as freePort } from "@cairn/testkit"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 export const node22 = join(root, ".tools/node22/node_modules/.bin/node")
@@ -41,16 +41,6 @@ export const checkTools = (): void => {
     if (!existsSync(path)) throw new Error(`missing ${path}; install the conformance tools with: ${installHint}`)
   }
 }
-
-export const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createNetServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0))
-    })
-  })
 
 /**
  * A pass-through proxy on `listenPort` to `targetPort` that sets `Authorization: Bearer

@@ -2,23 +2,13 @@
 // process on a free port, calls /health, and checks both stop signals end it cleanly.
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { freePortPromise as freePort } from "@cairn/testkit"
 import { describe, expect, it } from "@effect/vitest"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const server = createServer()
-    server.once("error", reject)
-    server.listen(0, "127.0.0.1", () => {
-      const address = server.address()
-      server.close(() => resolve(typeof address === "object" && address ? address.port : 0))
-    })
-  })
 
 const start = async () => {
   const port = await freePort()

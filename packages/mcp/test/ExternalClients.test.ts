@@ -9,7 +9,8 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { freePort, startStack } from "./support/stack.js"
+import { freePort } from "@cairn/testkit"
+import { startStack } from "./support/stack.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
 const node22 = join(root, ".tools/node22/node_modules/.bin/node")

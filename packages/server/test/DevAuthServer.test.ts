@@ -3,7 +3,6 @@
 // tokens bound to one resource (checked with jose against the issuer's public key), and
 // its refusal to run in production.
 import { createHash, randomBytes } from "node:crypto"
-import { createServer } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { existsSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -17,19 +16,7 @@ import { devKeyPath, DevIssuerLive } from "../src/DevIssuer.js"
 import { Identity } from "../src/Identity.js"
 import { IdentityLive } from "../src/IdentityLive.js"
 import { Settings, type SettingsShape } from "../src/Settings.js"
-
-const freePort = () =>
-  Effect.promise(
-    () =>
-      new Promise<number>((resolve, reject) => {
-        const server = createServer()
-        server.once("error", reject)
-        server.listen(0, "127.0.0.1", () => {
-          const port = (server.address() as { port: number }).port
-          server.close(() => resolve(port))
-        })
-      })
-  )
+import { freePort } from "@cairn/testkit"
 
 const keys = Effect.promise(async () => {
   const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })

@@ -5,7 +5,6 @@
 // defects, slowness) until the real planner and writer land.
 import { randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { compile, CursorKey, describe, View } from "@cairn/catalog"
@@ -25,20 +24,9 @@ import {
 import { tracker } from "@cairn/tracker"
 import { Effect, Layer, Logger, Redacted } from "effect"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
+import { freePort } from "@cairn/testkit"
 
 type KeyLike = CryptoKey
-
-export const freePort = Effect.promise(
-  () =>
-    new Promise<number>((resolve, reject) => {
-      const server = createServer()
-      server.once("error", reject)
-      server.listen(0, "127.0.0.1", () => {
-        const port = (server.address() as { port: number }).port
-        server.close(() => resolve(port))
-      })
-    })
-)
 
 export interface Signer {
   readonly issuer: string
@@ -159,7 +147,7 @@ const knownStages = ["development", "test", "staging", "production"]
 /** Starts the front in the current scope; it stops when the scope closes. */
 export const startFront = (options: FrontOptions = {}) =>
   Effect.gen(function* () {
-    const port = yield* freePort
+    const port = yield* freePort()
     const base = `http://127.0.0.1:${port}`
     const signer = yield* makeSigner(`http://127.0.0.1:${port}/issuer`)
     const stageSetting = options.stage ?? "test"

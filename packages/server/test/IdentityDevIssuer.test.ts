@@ -3,7 +3,6 @@
 // from the token script and from the development authorization server verify alike.
 import { execFile } from "node:child_process"
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, statSync, writeFileSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
@@ -17,21 +16,9 @@ import { devIssuer, DevIssuerLive, devKeyPath, devScopes, loadOrCreateDevKey, si
 import { Identity } from "../src/Identity.js"
 import { IdentityLive } from "../src/IdentityLive.js"
 import { Settings, type SettingsShape } from "../src/Settings.js"
+import { freePort } from "@cairn/testkit"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
-
-const freePort = () =>
-  Effect.promise(
-    () =>
-      new Promise<number>((done, reject) => {
-        const server = createServer()
-        server.once("error", reject)
-        server.listen(0, "127.0.0.1", () => {
-          const port = (server.address() as { port: number }).port
-          server.close(() => done(port))
-        })
-      })
-  )
 
 const freshDir = () => mkdtempSync(join(tmpdir(), "cairn-dev-issuer-"))
 

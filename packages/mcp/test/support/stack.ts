@@ -3,7 +3,6 @@
 // compiled catalog. Tokens come from the authorization server through its login page.
 import { createHash, randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
@@ -29,19 +28,7 @@ import {
 import * as DevAuth from "@cairn/server/DevAuthServer"
 import { trackerApplication } from "@cairn/tracker"
 import { ConfigProvider, Effect, Layer } from "effect"
-
-export const freePort = () =>
-  Effect.promise(
-    () =>
-      new Promise<number>((resolve, reject) => {
-        const server = createServer()
-        server.once("error", reject)
-        server.listen(0, "127.0.0.1", () => {
-          const port = (server.address() as { port: number }).port
-          server.close(() => resolve(port))
-        })
-      })
-  )
+import { freePort } from "@cairn/testkit"
 
 export interface Who {
   readonly sub: string
