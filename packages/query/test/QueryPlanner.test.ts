@@ -75,4 +75,35 @@ layer(TestLive)("query answers", (it) => {
       assert.deepStrictEqual(second.rows, [{ id: "c" }, { id: "d" }])
       assert.isUndefined(second.cursor)
     }))
+
+  // Found by the property test (seed 728493036): a filter through a join let SQLite turn
+  // the LEFT JOIN into an inner join and loop over Project first, so an id-ordered walk
+  // came back in project order (t3 before t100).
+  it.effect("a filter through a relationship keeps the walk's order", () =>
+    Effect.gen(function* () {
+      yield* clear
+      yield* insert("Project", [
+        { id: "P0", name: "é", archived: false, createdAt: at, updatedAt: at },
+        { id: "P1", name: "é", archived: false, createdAt: at, updatedAt: at },
+        { id: "P2", name: "alpha", archived: false, createdAt: at, updatedAt: at }
+      ])
+      yield* insert("Task", [
+        { id: "t3", projectId: "P0", title: "a", status: "open", createdAt: at, updatedAt: at },
+        { id: "t100", projectId: "P1", title: "a", status: "open", createdAt: at, updatedAt: at },
+        { id: "t2", projectId: "P2", title: "a", status: "open", createdAt: at, updatedAt: at }
+      ])
+      const query: QueryDocumentV1 = {
+        version: 1,
+        from: { kind: "entity", name: "Task" },
+        where: { op: "eq", path: ["project", "name"], value: "é" },
+        select: { id: { path: ["id"] } },
+        order: [],
+        page: { first: 1 }
+      }
+      const first = yield* run(query)
+      assert.deepStrictEqual(first.rows, [{ id: "t100" }])
+      const second = yield* run({ ...query, page: { first: 1, after: first.cursor! } })
+      assert.deepStrictEqual(second.rows, [{ id: "t3" }])
+      assert.isUndefined(second.cursor)
+    }))
 })

@@ -156,6 +156,12 @@ const outside = (
       scopeCondition(view, j.relationship.target, alias, aliasesFor(alias))
     ])}`
   })
-  const rest = plan.rest === undefined ? S.TRUE : filterSql(plan.rest as Filter, { valueAt: at, exists: () => S.FALSE })
+  const filter = plan.rest === undefined ? S.TRUE : filterSql(plan.rest as Filter, { valueAt: at, exists: () => S.FALSE })
+  // A filter on a joined column (project.name = ?) would let SQLite turn the LEFT JOIN
+  // into an inner join and loop over the joined table first, so an Ordered walk would
+  // come back in the joined table's order. SQLite never reorders an outer join, and it
+  // does not look inside CASE when deciding a term rejects NULLs: wrapping the filter
+  // keeps the walk the outer loop. Same truth value: NULL and 0 both reject the row.
+  const rest = filter === S.TRUE || plan.joins.length === 0 ? filter : S.sql`CASE WHEN ${filter} THEN 1 ELSE 0 END`
   return S.sql`${S.join(joins, "")} WHERE ${S.and([rest, rootScope, keyset])}`
 }
