@@ -3,27 +3,14 @@
 // authorization server, and test hooks on. Tokens are minted exactly as
 // `npm run -s token` mints them: signed with the development key in the data directory.
 import { mkdtempSync } from "node:fs"
-import { createServer } from "node:net"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { CairnClient } from "@cairn/client"
-import { devIssuer, devScopes, Settings, type SettingsShape, signDevToken } from "@cairn/server"
+import { devIssuer, type DevIssuerShape, devScopes, Settings, type SettingsShape, signDevToken } from "@cairn/server"
+import { freePort } from "@cairn/testkit"
 import { trackerDeployment } from "@cairn/tracker"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { App } from "../../src/App.js"
-
-export const freePort = () =>
-  Effect.promise(
-    () =>
-      new Promise<number>((resolve, reject) => {
-        const server = createServer()
-        server.once("error", reject)
-        server.listen(0, "127.0.0.1", () => {
-          const port = (server.address() as { port: number }).port
-          server.close(() => resolve(port))
-        })
-      })
-  )
 
 export interface Who {
   readonly sub: string
@@ -40,6 +27,8 @@ export interface Running {
   readonly port: number
   readonly issuer: string
   readonly dataDir: string
+  /** The development issuer and its signing key: for forging tokens the server must refuse. */
+  readonly dev: DevIssuerShape
   /** A development access token, as `npm run -s token` prints it. */
   readonly token: (who: Who) => Effect.Effect<string>
   /** A `CairnClient` layer for `base` with this bearer token. */
@@ -99,6 +88,6 @@ export const startApp = (options: StartOptions = {}) =>
         ttlSeconds: who.ttlSeconds ?? 3600
       })
     const client: Running["client"] = (bearer) => CairnClient.layerFetch({ baseUrl: base, token: bearer })
-    const running: Running = { base, port, issuer, dataDir, token, client }
+    const running: Running = { base, port, issuer, dataDir, dev, token, client }
     return running
   })
