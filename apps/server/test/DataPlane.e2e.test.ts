@@ -377,3 +377,25 @@ describe("body limit", () => {
       assert.deepStrictEqual((yield* alice(tracker.Task.query({ select: { title: { path: ["title"] } } }))).rows, [{ title: "fits" }])
     }), 30_000)
 })
+
+describe("malformed requests", () => {
+  it.scopedLive("an untyped caller's malformed request is the server's typed error naming the issue, not a client defect", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const badQuery = yield* failure(
+        alice(
+          Effect.flatMap(CairnClient, (c) =>
+            c.query({ query: { version: 1, from: { kind: "entity", name: "Task" }, select: { id: ["id"] } } as never })
+          )
+        )
+      )
+      assert.strictEqual(badQuery._tag, "InvalidQuery")
+      assert.include(badQuery.message, "/query/select/id")
+      const badMutate = yield* failure(
+        alice(Effect.flatMap(CairnClient, (c) => c.mutate({ operation: { kind: "operation", name: "create" }, input: {} } as never)))
+      )
+      assert.strictEqual(badMutate._tag, "InvalidInput")
+      assert.include(badMutate.message, "invocationId")
+    }), 30_000)
+})

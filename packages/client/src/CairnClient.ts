@@ -1,5 +1,5 @@
 /**
- * `CairnClient`: the typed data plane (`DataRpcs`) over HTTP with a bearer token. Public
+ * `CairnClient`: the typed data plane (`DataRpcs`, sent as `DataRpcsWire`: the server decodes) over HTTP with a bearer token. Public
  * errors arrive as the eight domain errors; front refusals (token, size, time, overload)
  * and server failures as `TransportError`s — never as defects.
  */
@@ -7,7 +7,7 @@ import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse
 import { RpcClient, RpcSerialization } from "@effect/rpc"
 import {
   dataRpcPath,
-  DataRpcs,
+  DataRpcsWire,
   type DescribeRequest,
   type DescribeResult,
   FrontErrorBody,
@@ -58,7 +58,7 @@ const transformClient =
     ) as unknown as HttpClient.HttpClient.With<E, R>
 
 const make = Effect.gen(function* () {
-  const rpc = yield* RpcClient.make(DataRpcs)
+  const rpc = yield* RpcClient.make(DataRpcsWire)
   const run = <A>(effect: Effect.Effect<A, PublicError | RpcClientErrorLike>): Effect.Effect<A, PublicError | TransportError> =>
     effect.pipe(
       Effect.catchIf(

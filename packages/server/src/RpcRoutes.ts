@@ -4,23 +4,20 @@
  * 401s with `WWW-Authenticate`), reads the body under the size limit, and turns a writer
  * overload into 503 + `Retry-After`; the handlers call the one `DataPlane` engine.
  */
-import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
+import { RpcSerialization, RpcServer } from "@effect/rpc"
 import {
   Authentication,
   CurrentPrincipal,
   dataRpcPath,
-  type DataRpcs,
+  DataRpcsWire,
   decodeDescribeRequest,
   decodeMutateRequest,
-  DescribeResult,
   InternalError,
   type Overloaded,
-  PublicError,
-  QueryResult,
-  Receipt
+  type PublicError
 } from "@cairn/domain"
 import { decodeQueryRequest, QueryLimits } from "@cairn/query"
-import { Cause, Effect, Layer, Option, Schema } from "effect"
+import { Cause, Effect, Layer, Option } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DataPlane } from "./DataPlane.js"
 import { DbAuthentication, DbGate, Exchange } from "./DbGate.js"
@@ -28,26 +25,8 @@ import * as FrontMetrics from "./FrontMetrics.js"
 
 export const rpcPath = dataRpcPath
 
-/**
- * `DataRpcs` as served: the same tags, results and errors on the wire, but payloads arrive
- * undecoded so the handlers decode them strictly, like the MCP tools, and a malformed
- * request is a typed `InvalidQuery`/`InvalidInput` with its issues instead of a defect.
- * Every RPC receives the principal the gate verified.
- */
-class ServedRpcs extends RpcGroup.make(
-  Rpc.make("Describe", { payload: Schema.Unknown, success: DescribeResult, error: PublicError }),
-  Rpc.make("Query", { payload: Schema.Unknown, success: QueryResult, error: PublicError }),
-  Rpc.make("Mutate", { payload: Schema.Unknown, success: Receipt, error: PublicError })
-).middleware(Authentication) {}
-
-/** Compile-time guard: the served group answers exactly the tags, results and errors of `DataRpcs`. */
-type Wire = RpcGroup.Rpcs<typeof DataRpcs>
-type Served = RpcGroup.Rpcs<typeof ServedRpcs>
-type Answer<R, T> = R extends { readonly _tag: T } ? [Rpc.Success<R>, Rpc.Error<R>] : never
-type Mismatched = {
-  [T in Wire["_tag"] | Served["_tag"]]: [Answer<Wire, T>] extends [Answer<Served, T>] ? ([Answer<Served, T>] extends [Answer<Wire, T>] ? never : T) : T
-}[Wire["_tag"] | Served["_tag"]]
-const servedAsWire: [Mismatched] extends [never] ? true : Mismatched = true
+/** The wire group, behind the gate: every RPC receives the principal the gate verified. */
+const ServedRpcs = DataRpcsWire.middleware(Authentication)
 
 /** Metrics for every outcome; defects are logged with the request id and replaced by a generic message. */
 const observe =
