@@ -38,8 +38,10 @@ export interface Running {
 export interface StartOptions {
   /** Extra `CAIRN_*` settings, e.g. `CAIRN_MAX_BODY_BYTES`. */
   readonly env?: Readonly<Record<string, string>>
-  /** Reuse a data directory (a restart). */
+  /** Reuse a data directory. */
   readonly dataDir?: string
+  /** Start again where a stopped server ran: its data directory, port and issuer URL. */
+  readonly restartOf?: Running
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
 }
@@ -47,11 +49,11 @@ export interface StartOptions {
 /** Starts the server for the current scope; it stops (databases closed) when the scope closes. */
 export const startApp = (options: StartOptions = {}) =>
   Effect.gen(function* () {
-    const port = yield* freePort()
-    const issuerPort = yield* freePort()
+    const previous = options.restartOf
+    const port = previous?.port ?? (yield* freePort())
     const base = `http://127.0.0.1:${port}`
-    const issuer = `http://127.0.0.1:${issuerPort}`
-    const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-app-"))
+    const issuer = previous?.issuer ?? `http://127.0.0.1:${yield* freePort()}`
+    const dataDir = previous?.dataDir ?? options.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-app-"))
     const settings: SettingsShape = {
       port,
       host: "127.0.0.1",
