@@ -15,12 +15,6 @@ import { Effect, Either } from "effect"
 import { exportSPKI, generateKeyPair, importJWK, SignJWT } from "jose"
 import { type Running, startApp } from "./support/app.js"
 
-/** Runs a binding call as the holder of `token`. */
-const as =
-  (app: Running, token: string) =>
-  <A, E, R>(call: Effect.Effect<A, E, R>) =>
-    Effect.provide(call, app.client(token))
-
 interface Failure {
   readonly _tag: string
   readonly message: string
@@ -60,9 +54,9 @@ describe("two orgs", () => {
   it.scopedLive("never see each other's data: every id, cursor and invocation id of one is nothing to the other", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
       // An admin of the other org: the widest view there is in globex.
-      const gina = as(app, yield* app.token({ sub: "gina", org: "globex", roles: ["admin"] }))
+      const gina = app.as(yield* app.token({ sub: "gina", org: "globex", roles: ["admin"] }))
 
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       const task = (yield* alice(tracker.Task.create({ input: { projectId: project, title: "first" } }))).output.id
@@ -129,11 +123,11 @@ describe("roles", () => {
   it.scopedLive("admin, owner, editor, viewer and non-member do what the tracker's policy says", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const root = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
-      const ed = as(app, yield* app.token({ sub: "ed", org: "acme" }))
-      const vera = as(app, yield* app.token({ sub: "vera", org: "acme" }))
-      const nora = as(app, yield* app.token({ sub: "nora", org: "acme" }))
+      const root = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
+      const ed = app.as(yield* app.token({ sub: "ed", org: "acme" }))
+      const vera = app.as(yield* app.token({ sub: "vera", org: "acme" }))
+      const nora = app.as(yield* app.token({ sub: "nora", org: "acme" }))
 
       // Alice creates a project and owns it; only an admin may add members.
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
@@ -220,10 +214,10 @@ describe("hidden versus nonexistent", () => {
     Effect.gen(function* () {
       const app = yield* startApp()
       const aliceToken = yield* app.token({ sub: "alice", org: "acme" })
-      const root = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const root = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
       const viewer = yield* app.token({ sub: "vera", org: "acme" })
       const outsider = yield* app.token({ sub: "nora", org: "acme" })
-      const alice = as(app, aliceToken)
+      const alice = app.as(aliceToken)
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       const task = (yield* alice(tracker.Task.create({ input: { projectId: project, title: "t" } }))).output.id
       yield* root(tracker.Member.add({ input: { projectId: project, subject: "vera", role: "viewer", email: "v@acme.test" } }))
@@ -341,7 +335,7 @@ describe("tokens", () => {
         })
         assert.strictEqual(answer.status, 401, name)
       }
-      const admin = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const admin = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
       assert.deepStrictEqual((yield* admin(tracker.Project.query(ids))).rows, [])
       // No token at all is a challenge without an error code (RFC 6750 §3.1).
       const anonymous = yield* rawRpc(app, undefined, "Describe", { browse: { kinds: ["entity"] } })
@@ -354,7 +348,7 @@ describe("body limit", () => {
   it.scopedLive("an oversized body is refused with 413 and a clear error, and changes nothing", () =>
     Effect.gen(function* () {
       const app = yield* startApp({ env: { CAIRN_MAX_BODY_BYTES: "4096" } })
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
 
       const tooBig = yield* failure(alice(tracker.Task.create({ input: { projectId: project, title: "x".repeat(10_000) } })))
@@ -382,7 +376,7 @@ describe("malformed requests", () => {
   it.scopedLive("an untyped caller's malformed request is the server's typed error naming the issue, not a client defect", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
       const badQuery = yield* failure(
         alice(
           Effect.flatMap(CairnClient, (c) =>

@@ -18,11 +18,6 @@ interface ToolResult {
   readonly content?: ReadonlyArray<{ readonly type: string; readonly text?: string }>
 }
 
-const as =
-  (app: Running, token: string) =>
-  <A, E, R>(call: Effect.Effect<A, E, R>) =>
-    Effect.provide(call, app.client(token))
-
 /** An SDK client connected to `/mcp` as `who`, closed with the scope. */
 const mcpClient = (app: Running, who: Who) =>
   Effect.gen(function* () {
@@ -87,15 +82,15 @@ describe("MCP through the real server", () => {
       )
       assert.strictEqual(atMcp.status, 401)
       assert.include(atMcp.headers.get("www-authenticate") ?? "", 'error="invalid_token"')
-      const atDb = yield* Effect.either(as(app, mcpToken)(tracker.Project.query({ select: { id: { path: ["id"] } } })))
+      const atDb = yield* Effect.either(app.as(mcpToken)(tracker.Project.query({ select: { id: { path: ["id"] } } })))
       assert.isTrue(atDb._tag === "Left" && atDb.left._tag === "Unauthenticated")
     }))
 
   it.scopedLive("MCP and /db/rpc are one engine: each reads what the other commits, and an invocation replays across them", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const root = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
-      const edDb = as(app, yield* app.token({ sub: "ed", org: "acme" }))
+      const root = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const edDb = app.as(yield* app.token({ sub: "ed", org: "acme" }))
       const project = (yield* root(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       yield* root(tracker.Member.add({ input: { projectId: project, subject: "ed", role: "editor", email: "ed@acme.test" } }))
 
@@ -126,7 +121,7 @@ describe("MCP through the real server", () => {
   it.scopedLive("a viewer, a non-admin and another org get answers identical to those for things that do not exist", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const root = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const root = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
       const project = (yield* root(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       const task = (yield* root(tracker.Task.create({ input: { projectId: project, title: "Launch" } }))).output.id
       yield* root(tracker.Member.add({ input: { projectId: project, subject: "vera", role: "viewer", email: "vera@acme.test" } }))

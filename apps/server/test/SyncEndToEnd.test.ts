@@ -20,11 +20,6 @@ const everything: SyncScope = {
   entities: ["Project", "Member", "Task", "Comment", "Label"].map((name) => ({ from: { kind: "entity" as const, name } }))
 }
 
-const as =
-  (app: Running, token: string) =>
-  <A, E, R>(call: Effect.Effect<A, E, R>) =>
-    Effect.provide(call, app.client(token))
-
 /** Changes streams the server has opened from a valid cursor (this process's metric registry). */
 const resumes = Effect.map(Metric.value(SyncMetrics.resumes), (state) => state.count)
 
@@ -61,7 +56,7 @@ describe("sync through the real server", () => {
   it.scopedLive("a client snapshots, then follows /db/rpc commits live on a stream that outlives the request time limit", () =>
     Effect.gen(function* () {
       const app = yield* startApp({ env: { CAIRN_REQUEST_TIMEOUT_MS: "1000" } })
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       const task = (yield* alice(tracker.Task.create({ input: { projectId: project, title: "Launch" } }))).output.id
 
@@ -105,8 +100,8 @@ describe("sync through the real server", () => {
   it.scopedLive("sync sees only the principal's org and projects; a new membership brings its project's rows", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
-      const root = as(app, yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
+      const root = app.as(yield* app.token({ sub: "root", org: "acme", roles: ["admin"] }))
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       yield* alice(tracker.Task.create({ input: { projectId: project, title: "Launch" } }))
 
@@ -141,7 +136,7 @@ describe("sync through the real server", () => {
       const first = yield* Effect.scoped(
         Effect.gen(function* () {
           const app = yield* startApp()
-          const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+          const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
           const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
           yield* alice(tracker.Task.create({ input: { projectId: project, title: "Launch" } }))
           const client = yield* syncClient(app, { sub: "alice", org: "acme" }, file)
@@ -152,7 +147,7 @@ describe("sync through the real server", () => {
       )
 
       const app = yield* startApp({ restartOf: first.app })
-      const alice = as(app, yield* app.token({ sub: "alice", org: "acme" }))
+      const alice = app.as(yield* app.token({ sub: "alice", org: "acme" }))
       yield* alice(tracker.Task.create({ input: { projectId: first.project, title: "Orbit" } }))
       const client = yield* syncClient(app, { sub: "alice", org: "acme" }, file)
       // Restored from disk before anything is fetched.

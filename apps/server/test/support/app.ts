@@ -33,6 +33,8 @@ export interface Running {
   readonly token: (who: Who) => Effect.Effect<string>
   /** A `CairnClient` layer for `base` with this bearer token. */
   readonly client: (token: string) => Layer.Layer<CairnClient>
+  /** Runs a generated-binding call as the holder of `token`. */
+  readonly as: (token: string) => <A, E, R>(call: Effect.Effect<A, E, R>) => Effect.Effect<A, E, Exclude<R, CairnClient>>
 }
 
 export interface StartOptions {
@@ -90,6 +92,7 @@ export const startApp = (options: StartOptions = {}) =>
         ttlSeconds: who.ttlSeconds ?? 3600
       })
     const client: Running["client"] = (bearer) => CairnClient.layerFetch({ baseUrl: base, token: bearer })
-    const running: Running = { base, port, issuer, dataDir, dev, token, client }
+    const as: Running["as"] = (bearer) => (call) => Effect.provide(call, client(bearer))
+    const running: Running = { base, port, issuer, dataDir, dev, token, client, as }
     return running
   })
