@@ -6,22 +6,33 @@
  * not grow with the table): `sync-resume: ratio_1M_vs_10k=..`.
  */
 import { mkdtempSync, rmSync } from "node:fs"
-import { createServer } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
 import Database from "better-sqlite3"
-import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schedule, Stream } from "effect"
-import { generateKeyPair, jwtVerify, SignJWT } from "jose"
+import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schedule, Stream } from "effect"
+import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
 import { compile, CursorKey, View } from "@cairn/catalog"
 import { SyncClient } from "@cairn/client/SyncClient"
-import { Authentication, CurrentPrincipal, operationRef, Principal, type SyncScope } from "@cairn/domain"
+import { operationRef, Principal, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
 import { databaseId, Databases, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
-import { Sync, SyncConfig, SyncHandlers, SyncRoutes } from "@cairn/sync"
-import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
+import {
+  BearerGate,
+  DataPlane,
+  DbRoutes,
+  Deployment,
+  EngineLimitsLive,
+  FrontMiddleware,
+  identityLayer,
+  Limits,
+  serve,
+  Settings,
+  type SettingsShape
+} from "@cairn/server"
+import { Sync, SyncConfig } from "@cairn/sync"
+import { freePort } from "@cairn/testkit"
+import { tracker, trackerDeployment, trackerHandlers, trackerPolicy } from "@cairn/tracker"
 
 const CLIENTS = 1000
 const ROUNDS = 3
@@ -81,20 +92,6 @@ function* members(projectId: string, subjects: Iterable<string>) {
 
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!
 
-/** The front's job in this bench: verify the bearer token, hand the principal to the RPC handlers. */
-const bearerGate = (verify: (token: string) => Promise<Principal>) =>
-  HttpLayerRouter.middleware(
-    Effect.succeed((httpEffect) =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const token = /^Bearer +(\S+)$/i.exec(request.headers["authorization"] ?? "")?.[1]
-        const principal = token === undefined ? undefined : yield* Effect.option(Effect.tryPromise(() => verify(token))).pipe(Effect.map(Option.getOrUndefined))
-        if (principal === undefined) return HttpServerResponse.unsafeJson({ error: "invalid_token" }, { status: 401 })
-        return yield* Effect.provideService(httpEffect, CurrentPrincipal, principal)
-      })
-    )
-  )
-
 const fanout = async () => {
   const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-sync-"))
   try {
@@ -108,32 +105,59 @@ const fanout = async () => {
     )
     insertRaw(dataDir, "Member", members(project, Array.from({ length: CLIENTS }, (_, i) => `u${i}`)))
 
-    const { privateKey, publicKey } = await generateKeyPair("ES256")
-    const verify = async (token: string) => {
-      const { payload } = await jwtVerify(token, publicKey, { audience: "cairn-bench", algorithms: ["ES256"] })
-      return new Principal({ subject: String(payload.sub), roles: [], claims: payload, scopes: [], databaseKey: String(payload["org"]) })
+    // The real /db routes over the real engine, with a bench issuer's tokens.
+    const port = await Effect.runPromise(freePort())
+    const base = `http://127.0.0.1:${port}`
+    const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
+    const publicJwk = { ...(await exportJWK(publicKey)), alg: "ES256" }
+    const settings: SettingsShape = {
+      port,
+      host: "127.0.0.1",
+      baseUrl: base,
+      dataDir,
+      stageSetting: "test",
+      stage: "test",
+      stageExplicit: true,
+      testHooksSetting: undefined
     }
-    const AuthenticationLive = Layer.succeed(
-      Authentication,
-      Authentication.of(() =>
-        Effect.flatMap(Effect.serviceOption(CurrentPrincipal), Option.match({ onNone: () => Effect.dieMessage("no principal"), onSome: Effect.succeed }))
-      )
+    const identity = identityLayer({
+      issuers: [{ issuer: "https://bench.issuer", keys: { _tag: "Jwks", keys: [publicJwk] }, algorithms: ["ES256"] }],
+      audiences: { db: `${base}/db`, mcp: `${base}/mcp` },
+      clockToleranceSeconds: 5,
+      keyClaim: "org",
+      rolesClaim: "roles"
+    })
+    const engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
+    const app = serve(Layer.mergeAll(FrontMiddleware, DbRoutes)).pipe(
+      Layer.provide([BearerGate.Default, Limits.layer()]),
+      Layer.provideMerge(engine),
+      Layer.provide(identity),
+      Layer.provide([CursorKey.layer(Redacted.make("bench-secret-0123456789abcdef0123")), Deployment.layer(trackerDeployment)]),
+      Layer.provide(Settings.layer(settings))
     )
-    const engine = engineLayer(dataDir)
-    const app = HttpLayerRouter.serve(
-      SyncRoutes.pipe(
-        Layer.provide(SyncHandlers({ view: (p) => policy.view(p) })),
-        Layer.provide([AuthenticationLive, bearerGate(verify).layer])
-      ),
-      { disableListenLog: true, disableLogger: true }
-    ).pipe(Layer.provideMerge(NodeHttpServer.layer(createServer, { port: 0, host: "127.0.0.1" })), Layer.provideMerge(engine))
     const runtime = ManagedRuntime.make(app.pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))
+    const rename = (title: string) =>
+      Effect.flatMap(DataPlane, (plane) =>
+        plane.mutate(new Principal({ subject: "owner", roles: ["admin"], claims: {}, scopes: ["cairn:write"], databaseKey: ORG }), {
+          operation: operationRef("Task", "rename"),
+          input: { title },
+          target: { kind: "entity", entity: "Task", id: task },
+          invocationId: uuidv7()
+        })
+      ).pipe(Effect.orDie)
     try {
-      const server = await runtime.runPromise(HttpServer.HttpServer)
-      const url = `http://127.0.0.1:${(server.address as HttpServer.TcpAddress).port}/db/sync`
+      await runtime.runPromise(Effect.void)
+      const url = `${base}/db/sync`
       const tokens = await Promise.all(
         Array.from({ length: CLIENTS }, (_, i) =>
-          new SignJWT({ org: ORG }).setProtectedHeader({ alg: "ES256" }).setSubject(`u${i}`).setAudience("cairn-bench").setExpirationTime("1h").sign(privateKey)
+          new SignJWT({ org: ORG, scope: "cairn:read" })
+            .setProtectedHeader({ alg: "ES256", typ: "at+jwt" })
+            .setSubject(`u${i}`)
+            .setIssuer("https://bench.issuer")
+            .setAudience(`${base}/db`)
+            .setIssuedAt()
+            .setExpirationTime("1h")
+            .sign(privateKey)
         )
       )
       const samples: Array<number> = []
@@ -174,7 +198,7 @@ const fanout = async () => {
             for (let round = 0; round < ROUNDS; round++) {
               const title = `Round ${round}`
               const start = performance.now()
-              yield* invoke("Task.rename", { title }, task)
+              yield* rename(title)
               const all = Effect.suspend(() =>
                 arrivals.every((a) => a.some((x) => x.title === title)) ? Effect.void : Effect.fail("waiting" as const)
               )

@@ -1,33 +1,39 @@
 /**
  * The whole server for one deployment, as `npm start` runs it and as the end-to-end
- * tests start it: the HTTP front (`/health`, `/db/rpc`, `/db/sync`, `/mcp` and its
- * discovery, test hooks where allowed) over the one engine, identity, and the development
+ * tests start it: the HTTP front (`/health`, `/db/*`, `/mcp` and its discovery, test
+ * hooks where allowed) over the one engine, the bearer gate, and the development
  * authorization server unless an external issuer is configured. The exposure guard runs
  * first: a public deployment without its required settings never binds.
  */
 import {
+  BearerGate,
   CursorKeyLive,
-  DbSyncRoutes,
+  DataPlane,
+  DbRoutes,
   Deployment,
   type DeploymentDefinition,
-  EngineLive,
+  EngineLimitsLive,
   FrontMiddleware,
   IdentityLive,
   Limits,
-  RpcRoutes,
   serve,
-  TestHookRoutes
+  TestHookRoutes,
+  TestHooks
 } from "@cairn/server"
 import { DevAuthServerLive } from "@cairn/server/DevAuthServer"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp"
 import { Layer } from "effect"
 
+/** The engine every route calls, with the operator's budgets. */
+export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
+
 /** Needs `Settings`; everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, RpcRoutes, DbSyncRoutes, McpRoutesLive, TestHookRoutes)).pipe(
-      Layer.provide([EngineLive, IdentityLive, Limits.layerConfig])
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes)).pipe(
+      Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
+      Layer.provide(IdentityLive)
     ),
     DevAuthServerLive
   ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(CursorKeyLive), Layer.provide(Deployment.layer(definition)))

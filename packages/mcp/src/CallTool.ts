@@ -1,20 +1,13 @@
 /**
- * One `tools/call`: decode the arguments with the domain's request schemas, run the
- * engine as the verified principal, and shape the answer as an MCP tool result. Public
- * errors become tool results (`isError`); overload stays a protocol-level failure.
+ * One `tools/call`: the arguments go to the engine as given (it decodes them, like every
+ * transport's payload), and its answer becomes an MCP tool result. Public errors are
+ * tool results (`isError`); the engine's other refusals fail, for the endpoint to answer
+ * in MCP's protocol or HTTP layer.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import {
-  decodeDescribeRequest,
-  decodeMutateRequest,
-  isPublicError,
-  type Overloaded,
-  type Principal,
-  type PublicError,
-  toPublicBody
-} from "@cairn/domain"
-import { decodeQueryRequest } from "@cairn/query"
-import type { DataPlaneShape } from "@cairn/server"
+import { type PublicError, toPublicBody } from "@cairn/domain"
+import { type DataPlaneShape, type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server"
+import type { Principal } from "@cairn/domain"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"
 
@@ -34,25 +27,20 @@ export const failure = (error: PublicError): CallToolResult => {
   }
 }
 
-/**
- * Runs one tool for `principal`. Fails only with `Overloaded` (the transport answers it
- * as a protocol error); every public error is already a tool result.
- */
-export const callTool = Effect.fn("Mcp.callTool")(function* (
+/** Runs one tool for `principal`; fails only with a refusal (every public error is already a tool result). */
+export const callTool = (
   plane: DataPlaneShape,
   principal: Principal,
   name: ToolName,
   args: unknown
-) {
-  const run: Effect.Effect<object, PublicError | Overloaded> =
-    name === "describe"
-      ? Effect.flatMap(decodeDescribeRequest(args ?? {}), (request) => plane.describe(principal, request))
-      : name === "query"
-        ? // The query package's decoder: precise issues inside filters, and their size bounded first.
-          Effect.flatMap(decodeQueryRequest(args ?? {}), (request) => plane.query(principal, request))
-        : Effect.flatMap(decodeMutateRequest(args ?? {}), (request) => plane.mutate(principal, request))
-  return yield* run.pipe(
+): Effect.Effect<CallToolResult, Refusal> => {
+  // MCP lets a client omit `arguments`; that is an empty object.
+  const payload = args ?? {}
+  const run: Effect.Effect<object, EngineError> =
+    name === "describe" ? plane.describe(principal, payload) : name === "query" ? plane.query(principal, payload) : plane.mutate(principal, payload)
+  return run.pipe(
+    scrubDefects(`MCP ${name}`),
     Effect.map(success),
-    Effect.catchIf(isPublicError, (error) => Effect.succeed(failure(error)))
+    Effect.catchAll((error) => (isRefusal(error) ? Effect.fail(error) : Effect.succeed(failure(error))))
   )
-})
+}

@@ -1,27 +1,23 @@
 /**
- * `POST {base}/mcp` and its OAuth discovery routes. Each request authenticates first,
- * then gets a fresh stateless SDK server and web-standard transport bridged into the
- * HttpLayerRouter; the tools call the same `DataPlane` every other transport uses.
+ * `POST {base}/mcp` and its OAuth discovery routes. Each request passes the bearer gate
+ * (the same one as `/db/*`, for the `mcp` resource), then gets a fresh stateless SDK
+ * server and web-standard transport bridged into the HttpLayerRouter; the tools call the
+ * same `DataPlane` every other transport uses, and its refusals are answered in MCP's
+ * layers: 403 `insufficient_scope`, 503 for an unavailable database, a JSON-RPC error
+ * for an overloaded writer or a defect.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import {
-  CallToolRequestSchema,
-  type CallToolResult,
-  ErrorCode,
-  ListToolsRequestSchema
-} from "@modelcontextprotocol/sdk/types.js"
+import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { Principal } from "@cairn/domain"
-import { Correlation, DataPlane, type DataPlaneShape, Identity, Settings } from "@cairn/server"
+import { BearerGate, DataPlane, type DataPlaneShape, type Refusal, Settings } from "@cairn/server"
 import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Layer, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
-import { QueryLimits, type QueryLimitsShape } from "@cairn/query"
-import { rejection } from "./internal/origin.js"
 import { McpConfig } from "./McpConfig.js"
-import { instructions, isToolName, requiredScope, type Scope, scopes, tools } from "./McpTools.js"
-import { challenge, metadata } from "./ProtectedResource.js"
+import { instructions, isToolName, tools } from "./McpTools.js"
+import { metadata } from "./ProtectedResource.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
@@ -54,28 +50,12 @@ const jsonRpcError = (status: number, message: string, headers: Record<string, s
     { status, headers: { "cache-control": "no-store", ...headers } }
   )
 
-const oauthError = (status: number, wwwAuthenticate: string, error: string, description: string) =>
-  HttpServerResponse.unsafeJson(
-    { error, error_description: description },
-    { status, headers: { "www-authenticate": wwwAuthenticate, "cache-control": "no-store" } }
-  )
-
-/** Scopes to ask for when stepping up: what the token already has plus what the call needs. */
-const stepUpScopes = (principal: Principal, needed: Scope): ReadonlyArray<string> =>
-  scopes.filter((s) => s === needed || principal.scopes.includes(s))
-
 interface Outcome {
-  /** Set when a tool call lacked its scope: the whole HTTP answer becomes a 403 challenge. */
-  missingScope?: Scope
+  /** Set when a tool call was refused in the HTTP layer (scope, unavailable database): the whole answer becomes it. */
+  refusal?: Refusal
 }
 
-const makeServer = (
-  plane: DataPlaneShape,
-  principal: Principal,
-  runtime: Runtime.Runtime<never>,
-  outcome: Outcome,
-  queryLimits: QueryLimitsShape
-): Server => {
+const makeServer = (plane: DataPlaneShape, principal: Principal, runtime: Runtime.Runtime<never>, outcome: Outcome): Server => {
   const server = new Server(serverInfo, {
     capabilities: { tools: { listChanged: false } },
     instructions,
@@ -87,30 +67,21 @@ const makeServer = (
     if (!isToolName(name)) {
       throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
     }
-    const needed = requiredScope[name]
-    if (!principal.scopes.includes(needed)) {
-      outcome.missingScope = needed
-      throw new ProtocolError(ErrorCode.InvalidRequest, `The access token lacks the ${needed} scope.`)
-    }
-    const exit = await Runtime.runPromiseExit(runtime)(
-      callTool(plane, principal, name, request.params.arguments).pipe(Effect.provideService(QueryLimits, queryLimits))
-    )
+    const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
     if (Exit.isSuccess(exit)) return exit.value
-    const failure = Cause.failureOption(exit.cause)
-    if (failure._tag === "Some") {
-      throw new ProtocolError(overloadedErrorCode, failure.value.message, { retryAfterSeconds: failure.value.retryAfterSeconds })
+    const refusal = Cause.failureOption(exit.cause)
+    if (Option.isNone(refusal)) throw new ProtocolError(ErrorCode.InternalError, "The request was interrupted. Retry it.")
+    switch (refusal.value._tag) {
+      case "Overloaded":
+        throw new ProtocolError(overloadedErrorCode, refusal.value.message, { retryAfterSeconds: refusal.value.retryAfterSeconds })
+      case "InternalFailure":
+        throw new ProtocolError(ErrorCode.InternalError, refusal.value.message)
+      default:
+        outcome.refusal = refusal.value
+        throw new ProtocolError(ErrorCode.InvalidRequest, refusal.value.message)
     }
-    const reference = await Runtime.runPromise(runtime)(
-      Effect.tap(Correlation.id, () => Effect.logError("MCP tool call failed", exit.cause).pipe(Effect.annotateLogs({ tool: name })))
-    )
-    throw new ProtocolError(ErrorCode.InternalError, `The request failed inside the server; it was logged as ${reference}. Retry later.`)
   })
   return server
-}
-
-const bearerToken = (authorization: string | undefined): string | undefined => {
-  const match = authorization === undefined ? null : /^Bearer[ ]+([A-Za-z0-9\-._~+/]+=*)\s*$/i.exec(authorization)
-  return match ? match[1] : undefined
 }
 
 /** The MCP endpoint and its RFC 9728 metadata routes. */
@@ -118,12 +89,9 @@ export const McpRoutes = HttpLayerRouter.use(
   Effect.fnUntraced(function* (router) {
     const settings = yield* Settings
     const config = yield* McpConfig
-    const identity = yield* Identity
+    const gate = yield* BearerGate
     const plane = yield* DataPlane
-    // The operator's query budget, which the strict query decoder checks filters against.
-    const queryLimits = yield* QueryLimits
-    const base = settings.baseUrl
-    const document = metadata(base, config.authorizationServers)
+    const document = metadata(settings.baseUrl, config.authorizationServers)
 
     const metadataResponse = HttpServerResponse.unsafeJson(document, {
       headers: { "cache-control": "public, max-age=300", "access-control-allow-origin": "*" }
@@ -133,40 +101,9 @@ export const McpRoutes = HttpLayerRouter.use(
 
     const handle = Effect.fn("Mcp.request")(function* (request: HttpServerRequest.HttpServerRequest) {
       // Authentication comes first: nothing about the endpoint is revealed to anonymous callers.
-      const url = new URL(request.url, base)
-      if (url.searchParams.has("access_token")) {
-        return oauthError(
-          400,
-          challenge(base, { error: "invalid_request", description: "Send the access token in the Authorization header, never in the URL." }),
-          "invalid_request",
-          "Send the access token in the Authorization header, never in the URL."
-        )
-      }
-      const token = bearerToken(request.headers["authorization"])
-      if (token === undefined) {
-        const malformed = request.headers["authorization"] !== undefined
-        const description = "A bearer access token for this resource is required."
-        return oauthError(
-          401,
-          challenge(base, malformed ? { error: "invalid_request", description: "The Authorization header must be \"Bearer <token>\".", scope: scopes } : { scope: scopes }),
-          malformed ? "invalid_request" : "invalid_token",
-          malformed ? "The Authorization header must be \"Bearer <token>\"." : description
-        )
-      }
-      const verified = yield* Effect.either(identity.verify(token, "mcp"))
-      if (verified._tag === "Left") {
-        return oauthError(
-          401,
-          challenge(base, { error: verified.left.error, description: verified.left.description, scope: scopes }),
-          verified.left.error,
-          verified.left.description
-        )
-      }
-      const principal = verified.right
-
-      const refused = rejection(base, { host: request.headers["host"], origin: request.headers["origin"] })
-      if (refused !== undefined) return jsonRpcError(403, `Forbidden: ${refused}`)
-
+      const admitted = yield* Effect.either(gate.authenticate(request, "mcp"))
+      if (admitted._tag === "Left") return admitted.left
+      const principal = admitted.right
       if (request.method !== "POST") {
         // Stateless: no standalone SSE stream to open (GET) and no session to end (DELETE).
         return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST" })
@@ -176,7 +113,7 @@ export const McpRoutes = HttpLayerRouter.use(
       const webRequest = yield* HttpServerRequest.toWeb(request)
       const outcome: Outcome = {}
       const response = yield* Effect.promise(async () => {
-        const server = makeServer(plane, principal, runtime, outcome, queryLimits)
+        const server = makeServer(plane, principal, runtime, outcome)
         // No sessionIdGenerator: stateless, so any instance can answer any request.
         const transport = new WebStandardStreamableHTTPServerTransport({
           enableJsonResponse: true,
@@ -190,15 +127,7 @@ export const McpRoutes = HttpLayerRouter.use(
           await server.close()
         }
       })
-      if (outcome.missingScope !== undefined) {
-        const scope = stepUpScopes(principal, outcome.missingScope)
-        return oauthError(
-          403,
-          challenge(base, { error: "insufficient_scope", description: `This call requires the ${outcome.missingScope} scope.`, scope }),
-          "insufficient_scope",
-          `This call requires the ${outcome.missingScope} scope.`
-        )
-      }
+      if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
       return HttpServerResponse.fromWeb(response)
     })
 

@@ -10,17 +10,6 @@ import { JSONSchema, type Schema } from "effect"
 export type ToolName = "describe" | "query" | "mutate"
 export const toolNames: ReadonlyArray<ToolName> = ["describe", "query", "mutate"]
 
-export type Scope = "cairn:read" | "cairn:write"
-/** Every scope this resource server knows, as published in its metadata. */
-export const scopes: ReadonlyArray<Scope> = ["cairn:read", "cairn:write"]
-
-/** The scope a token must carry to call each tool. */
-export const requiredScope: Readonly<Record<ToolName, Scope>> = {
-  describe: "cairn:read",
-  query: "cairn:read",
-  mutate: "cairn:write"
-}
-
 export const isToolName = (name: string): name is ToolName => (toolNames as ReadonlyArray<string>).includes(name)
 
 type Json = { [key: string]: unknown }

@@ -8,7 +8,7 @@ import { CursorKey, describe as describeCatalog, View, compile } from "@cairn/ca
 import { Overloaded } from "@cairn/domain"
 import { DataPlane } from "@cairn/server"
 import { synthetic, tracker } from "@cairn/tracker"
-import { Effect, Layer, Redacted } from "effect"
+import { Effect, Layer, Redacted, Stream } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { initialize, openApplication, post, type Stack, startStack } from "./support/stack.js"
 
@@ -45,7 +45,7 @@ layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
   it.effect("answers 401 with resource_metadata to every method without a valid token", () =>
     Effect.gen(function* () {
       const { base, mcpUrl } = yield* StackTag
-      const expected = `Bearer scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
+      const expected = `Bearer realm="cairn", scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
       for (const method of ["POST", "GET", "DELETE"]) {
         const response = yield* Effect.promise(() =>
           fetch(mcpUrl, { method, headers: { "content-type": "application/json" }, ...(method === "POST" ? { body: JSON.stringify(initialize) } : {}) })
@@ -55,7 +55,7 @@ layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
       }
       const garbage = yield* post(mcpUrl, initialize, { authorization: "Bearer not.a.token" })
       assert.strictEqual(garbage.status, 401)
-      assert.match(garbage.headers.get("www-authenticate")!, /^Bearer error="invalid_token", error_description="[^"]+", scope="cairn:read cairn:write", resource_metadata="/)
+      assert.match(garbage.headers.get("www-authenticate")!, /^Bearer realm="cairn", error="invalid_token", error_description="[^"]+", scope="cairn:read cairn:write", resource_metadata="/)
       const basic = yield* post(mcpUrl, initialize, { authorization: "Basic YWxpY2U6c2VjcmV0" })
       assert.strictEqual(basic.status, 401)
       assert.include(basic.headers.get("www-authenticate")!, 'error="invalid_request"')
@@ -147,7 +147,7 @@ layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
       assert.strictEqual(refused.status, 403)
       assert.strictEqual(
         refused.headers.get("www-authenticate"),
-        `Bearer error="insufficient_scope", error_description="This call requires the cairn:write scope.", scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
+        `Bearer realm="cairn", error="insufficient_scope", error_description="This call needs the cairn:write scope, which the access token does not carry. Ask the authorization server for a token with cairn:write.", scope="cairn:read cairn:write", resource_metadata="${base}/.well-known/oauth-protected-resource/mcp"`
       )
 
       const writeOnly = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" }, { scope: "cairn:write" })}`, ...v }
@@ -282,17 +282,19 @@ layer(StackLive, { timeout: 120_000 })("the engine's answers through MCP", (it) 
 })
 
 /** An engine that answers one fixed way: only to observe how the transport maps it. */
-const answering = (mutate: DataPlane["Type"]["mutate"]) =>
+const answering = (mutate: DataPlane["mutate"]) =>
   Layer.effect(
     DataPlane,
     Effect.gen(function* () {
       const catalog = yield* Effect.orDie(compile(tracker))
       const sealer = CursorKey.layer(Redacted.make("an-mcp-test-secret-0123456789abcdef"))
-      return {
-        describe: (_p, request) => describeCatalog(View.full(catalog), request).pipe(Effect.provide(sealer)),
+      return DataPlane.make({
+        describe: (_p, payload) => describeCatalog(View.full(catalog), payload as never).pipe(Effect.provide(sealer)),
         query: () => Effect.dieMessage("unused"),
+        snapshot: () => Effect.dieMessage("unused"),
+        changes: () => Stream.dieMessage("unused"),
         mutate
-      }
+      })
     })
   )
 
@@ -320,7 +322,10 @@ describe("transport mapping of failures that are not public errors", () => {
       const requestId = response.headers.get("x-request-id")!
       assert.isString(requestId)
       assert.strictEqual(response.json.error.code, -32603)
-      assert.strictEqual(response.json.error.message, `The request failed inside the server; it was logged as ${requestId}. Retry later.`)
+      assert.strictEqual(
+        response.json.error.message,
+        `The server failed while handling this request; it was logged as ${requestId}. Retry later, or report that reference.`
+      )
       assert.notInclude(response.text, "SQLITE")
       assert.notInclude(response.text, "sqlite")
     })

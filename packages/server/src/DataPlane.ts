@@ -1,24 +1,159 @@
 /**
- * The one engine behind every transport. RPC (`/db/*`), MCP and sync call these three
- * functions with a verified principal; none of them talks to SQL or policy directly.
+ * The one engine behind every way in. RPC (`/db/rpc`), sync (`/db/sync`) and MCP hand it
+ * a verified principal and the request as it arrived; every verb then runs the same
+ * pipeline: the token's scope → strict decode → the principal's policy view → `ifCatalog`
+ * → the caller's database → the verb → a typed answer. Limits are applied here, once;
+ * defects are logged under the request id and answered without internals. Transports
+ * only authenticate and map `EngineError` to their wire.
  */
-import { Context, type Effect } from "effect"
-import type {
-  DescribeRequest,
-  DescribeResult,
-  MutateRequest,
-  Overloaded,
-  Principal,
-  PublicError,
-  QueryRequest,
-  QueryResult,
-  Receipt
+import { CursorKey, DescribeLimits, describe, type View } from "@cairn/catalog"
+import {
+  type AccessScope,
+  CatalogChanged,
+  decodeDescribeRequest,
+  decodeMutateRequest,
+  type DescribeResult,
+  type Principal,
+  type QueryResult,
+  type Receipt,
+  readScope,
+  type SnapshotPage,
+  type SyncMessage,
+  writeScope
 } from "@cairn/domain"
+import { decodeQueryRequest, QueryLimits, QueryPlanner } from "@cairn/query"
+import { Databases, mutate } from "@cairn/store"
+import { decodeChangesRequest, decodeSnapshotRequest, Sync } from "@cairn/sync"
+import { Cause, Effect, Option, Stream } from "effect"
+import { Correlation } from "./Correlation.js"
+import { DatabasesLive } from "./DatabasesLive.js"
+import { Deployment } from "./Deployment.js"
+import { type EngineError, InsufficientScope, internalFailure, scrubDefects, Unavailable } from "./Refusal.js"
 
-export interface DataPlaneShape {
-  readonly describe: (principal: Principal, request: DescribeRequest) => Effect.Effect<DescribeResult, PublicError>
-  readonly query: (principal: Principal, request: QueryRequest) => Effect.Effect<QueryResult, PublicError>
-  readonly mutate: (principal: Principal, request: MutateRequest) => Effect.Effect<Receipt, PublicError | Overloaded>
+/** The engine's verbs, by name (logs and metrics). */
+export type Verb = "describe" | "query" | "mutate" | "snapshot" | "changes"
+
+const requiredScope: Readonly<Record<Verb, AccessScope>> = {
+  describe: readScope,
+  query: readScope,
+  snapshot: readScope,
+  changes: readScope,
+  mutate: writeScope
 }
 
-export class DataPlane extends Context.Tag("@cairn/server/DataPlane")<DataPlane, DataPlaneShape>() {}
+export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPlane", {
+  effect: Effect.gen(function* () {
+    const { policy } = yield* Deployment
+    const databases = yield* Databases
+    const planner = yield* QueryPlanner
+    const sync = yield* Sync
+    // The operator's budgets, applied to decoding and planning alike.
+    const queryLimits = yield* QueryLimits
+    const describeLimits = yield* DescribeLimits
+    const sealer = yield* CursorKey
+
+    const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+      effect.pipe(
+        Effect.provideService(QueryLimits, queryLimits),
+        Effect.provideService(DescribeLimits, describeLimits),
+        Effect.provideService(CursorKey, sealer)
+      )
+
+    /**
+     * What every verb does first: the token's scope (which depends only on the verb, so
+     * a token that may not call it learns nothing from its payload and costs no decoding),
+     * then the strict decode under the operator's budgets, then the principal's view.
+     */
+    const admit = <Req, E extends EngineError>(verb: Verb, principal: Principal, decoded: Effect.Effect<Req, E, QueryLimits>) =>
+      Effect.gen(function* () {
+        const scope = requiredScope[verb]
+        if (!principal.scopes.includes(scope)) {
+          return yield* new InsufficientScope({
+            scope,
+            message: `This call needs the ${scope} scope, which the access token does not carry. Ask the authorization server for a token with ${scope}.`
+          })
+        }
+        const request = yield* withLimits(decoded)
+        return { request, view: policy.view(principal) }
+      })
+
+    const ifCatalog = (view: View, token: string | undefined) =>
+      token === undefined || token === view.token
+        ? Effect.void
+        : Effect.fail(
+            new CatalogChanged({
+              message: "The catalog changed since the token in ifCatalog was issued. Call describe, then rebuild the request.",
+              catalogToken: view.token
+            })
+          )
+
+    /** The caller's database for the current scope; a failure to open it is the operator's, logged by reference. */
+    const open = (principal: Principal) =>
+      Effect.catchAll(databases.activate(principal.databaseKey), (error) =>
+        Effect.gen(function* () {
+          const requestId = yield* Correlation.id
+          yield* Effect.logError("database unavailable", error)
+          return yield* new Unavailable({
+            message: `Your database cannot be opened right now; this was logged as ${requestId}. Retry later, or report that reference to the operator.`
+          })
+        })
+      )
+
+    const describeVerb = (principal: Principal, payload: unknown): Effect.Effect<DescribeResult, EngineError> =>
+      Effect.gen(function* () {
+        const { request, view } = yield* admit("describe", principal, decodeDescribeRequest(payload))
+        return yield* withLimits(describe(view, request))
+      }).pipe(scrubDefects("describe"), Effect.withSpan("DataPlane.describe"))
+
+    const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
+      Effect.gen(function* () {
+        const { request, view } = yield* admit("query", principal, decodeQueryRequest(payload))
+        yield* ifCatalog(view, request.ifCatalog)
+        const database = yield* open(principal)
+        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
+      }).pipe(Effect.scoped, scrubDefects("query"), Effect.withSpan("DataPlane.query"))
+
+    const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
+      Effect.gen(function* () {
+        const { request, view } = yield* admit("mutate", principal, decodeMutateRequest(payload))
+        yield* ifCatalog(view, request.ifCatalog)
+        return yield* mutate({ view, principal, request }).pipe(Effect.provideService(Databases, databases))
+      }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate"))
+
+    const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
+      Effect.gen(function* () {
+        const { request, view } = yield* admit("snapshot", principal, decodeSnapshotRequest(payload))
+        yield* ifCatalog(view, request.ifCatalog)
+        const database = yield* open(principal)
+        return yield* sync.snapshot(principal, view, database, request)
+      }).pipe(Effect.scoped, scrubDefects("snapshot"), Effect.withSpan("DataPlane.snapshot"))
+
+    /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
+    const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>
+      Stream.unwrapScoped(
+        Effect.gen(function* () {
+          const { request, view } = yield* admit("changes", principal, decodeChangesRequest(payload))
+          const database = yield* open(principal)
+          return sync.changes(principal, view, database, request)
+        }).pipe(scrubDefects("changes"))
+      ).pipe(
+        Stream.catchAllCause((cause) =>
+          Option.isSome(Cause.failureOption(cause)) || Cause.isInterruptedOnly(cause)
+            ? Stream.failCause(cause)
+            : Stream.fromEffect(Effect.flatMap(internalFailure("changes", cause), Effect.fail))
+        )
+      )
+
+    return {
+      describe: describeVerb,
+      query: queryVerb,
+      mutate: mutateVerb,
+      snapshot: snapshotVerb,
+      changes: changesVerb
+    } as const
+  }),
+  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default]
+}) {}
+
+/** The engine's verbs, for code that takes them as a value. */
+export type DataPlaneShape = DataPlane

@@ -6,6 +6,7 @@
  */
 import { DescribeLimits } from "@cairn/catalog"
 import { Config, Data, Effect, Layer, Option } from "effect"
+import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"
 
 export class ExposureRefused extends Data.TaggedError("ExposureRefused")<{ readonly message: string }> {}
@@ -18,11 +19,6 @@ export const queryBudgetSettings = ["CAIRN_QUERY_MAX_PAGE_SIZE", "CAIRN_QUERY_MA
 
 /** Discovery budgets (describe): the largest page, and optionally the default page. */
 export const discoveryBudgetSettings = ["CAIRN_DISCOVERY_MAX_LIMIT"] as const
-
-const isLoopbackHost = (host: string): boolean => {
-  const h = host.toLowerCase().replace(/^\[|\]$/g, "")
-  return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h)
-}
 
 /** Whether the bind host or the base URL makes the endpoint reachable from other machines. */
 export const isPublic = (settings: { readonly host: string; readonly baseUrl: string }): boolean =>

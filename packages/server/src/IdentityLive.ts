@@ -10,6 +10,7 @@ import { Principal } from "@cairn/domain"
 import { Deployment } from "./Deployment.js"
 import { devIssuer, devKeyPath } from "./DevIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
+import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"
 
 /** Where an issuer's verification keys come from. */
@@ -45,7 +46,6 @@ export const defaultAlgorithms: ReadonlyArray<string> = ["ES256", "RS256", "EdDS
 const asymmetric = new Set(["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA", "Ed25519"])
 const hmac = new Set(["HS256", "HS384", "HS512"])
 
-const isLoopback = (host: string) => ["localhost", "127.0.0.1", "[::1]", "::1"].includes(host.toLowerCase()) || /^127(\.\d{1,3}){3}$/.test(host)
 
 const validateIssuer = (trusted: TrustedIssuer): ReadonlyArray<string> => {
   const problems: Array<string> = []
@@ -79,7 +79,7 @@ const validateIssuer = (trusted: TrustedIssuer): ReadonlyArray<string> => {
       } catch {
         problems.push(`${where}: the JWKS URL "${trusted.keys.url}" is not a URL`)
       }
-      if (url && url.protocol !== "https:" && !(url.protocol === "http:" && isLoopback(url.hostname))) {
+      if (url && url.protocol !== "https:" && !(url.protocol === "http:" && isLoopbackHost(url.hostname))) {
         problems.push(`${where}: the JWKS URL must use https (plain http only on loopback)`)
       }
     }

@@ -16,9 +16,11 @@ export interface SettingsShape {
   readonly baseUrl: string
   /** Directory holding the per-database SQLite files and development keys. */
   readonly dataDir: string
-  /** The raw stage setting; `stage` is it parsed, `undefined` when unrecognized. */
+  /** The raw stage setting (`development` when unset); `stage` is it parsed, `undefined` when unrecognized. */
   readonly stageSetting: string
   readonly stage: Stage | undefined
+  /** Whether `CAIRN_STAGE` was set at all: the test-hook guard needs a stage the operator chose. */
+  readonly stageExplicit: boolean
   /** The raw `CAIRN_TEST_HOOKS` value, if set. */
   readonly testHooksSetting: string | undefined
 }
@@ -28,7 +30,7 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   host: Config.string("CAIRN_HOST").pipe(Config.withDefault("127.0.0.1")),
   baseUrl: Config.option(Config.string("CAIRN_BASE_URL")),
   dataDir: Config.string("CAIRN_DATA_DIR").pipe(Config.withDefault("./.cairn")),
-  stageSetting: Config.string("CAIRN_STAGE").pipe(Config.withDefault("development")),
+  stageSetting: Config.option(Config.string("CAIRN_STAGE")),
   testHooksSetting: Config.option(Config.string("CAIRN_TEST_HOOKS"))
 }).pipe(
   Config.map((raw) => ({
@@ -36,8 +38,9 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
     host: raw.host,
     baseUrl: (raw.baseUrl._tag === "Some" ? raw.baseUrl.value : `http://${raw.host.includes(":") ? `[${raw.host}]` : raw.host}:${raw.port}`).replace(/\/+$/, ""),
     dataDir: raw.dataDir,
-    stageSetting: raw.stageSetting,
-    stage: (stages as ReadonlyArray<string>).includes(raw.stageSetting) ? (raw.stageSetting as Stage) : undefined,
+    stageSetting: raw.stageSetting._tag === "Some" ? raw.stageSetting.value : "development",
+    stage: raw.stageSetting._tag === "None" ? "development" : (stages as ReadonlyArray<string>).includes(raw.stageSetting.value) ? (raw.stageSetting.value as Stage) : undefined,
+    stageExplicit: raw.stageSetting._tag === "Some",
     testHooksSetting: raw.testHooksSetting._tag === "Some" ? raw.testHooksSetting.value : undefined
   })),
   Config.validate({

@@ -1,7 +1,9 @@
 /**
  * Test hooks: test-only routes under `/__test` that exist only when `CAIRN_TEST_HOOKS`
- * is exactly `1` and the stage is a known non-production stage. Production keeps them
- * off whatever the flag says; a misconfigured guard keeps them off and is logged.
+ * is exactly `1` and `CAIRN_STAGE` is explicitly set to a known non-production stage (an
+ * unset stage is not "development" here). Production keeps them off whatever the flag
+ * says; a misconfigured guard keeps them off and is logged. The guard is a required
+ * service: routes that could expose hooks cannot be built without it.
  */
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
@@ -18,6 +20,12 @@ export interface TestHooksDecision {
 export const decide = (settings: SettingsShape): TestHooksDecision => {
   const flag = settings.testHooksSetting
   if (flag === undefined) return { enabled: false }
+  if (!settings.stageExplicit) {
+    return {
+      enabled: false,
+      reason: "Test hooks stay off: CAIRN_STAGE is not set. They need CAIRN_TEST_HOOKS=1 and an explicitly set non-production stage."
+    }
+  }
   if (settings.stage === "production") {
     return { enabled: false, reason: "Test hooks stay off: they never run in stage production, whatever CAIRN_TEST_HOOKS says." }
   }
@@ -54,7 +62,5 @@ const MetricsRoute = HttpLayerRouter.add(
   )
 )
 
-/** The test-only routes, mounted only when the guard allows them (otherwise they do not exist: 404). */
-export const TestHookRoutes = Layer.unwrapEffect(
-  Effect.map(TestHooks, (hooks) => (hooks.enabled ? MetricsRoute : Layer.empty))
-).pipe(Layer.provide(TestHooks.Default))
+/** The test-only routes, mounted only when the guard allows them (otherwise they do not exist: 404). Needs `TestHooks`. */
+export const TestHookRoutes = Layer.unwrapEffect(Effect.map(TestHooks, (hooks) => (hooks.enabled ? MetricsRoute : Layer.empty)))

@@ -34,6 +34,7 @@ const settingsFor = (port: number, stageSetting: string): SettingsShape => ({
   dataDir: "/nonexistent",
   stageSetting,
   stage: (["development", "test", "staging", "production"] as const).find((s) => s === stageSetting),
+  stageExplicit: true,
   testHooksSetting: undefined
 })
 

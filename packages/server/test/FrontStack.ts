@@ -8,9 +8,12 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { compile, CursorKey, describe, View } from "@cairn/catalog"
-import { Inaccessible, InternalError, InvalidQuery, Overloaded } from "@cairn/domain"
+import { Inaccessible, InternalError, InvalidQuery, type MutateRequest, Overloaded, type QueryRequest } from "@cairn/domain"
 import {
+  BearerGate,
   DataPlane,
+  Deployment,
+  EngineLimitsLive,
   FrontMiddleware,
   identityLayer,
   Limits,
@@ -19,10 +22,11 @@ import {
   serve,
   Settings,
   type SettingsShape,
-  TestHookRoutes
+  TestHookRoutes,
+  TestHooks
 } from "@cairn/server"
-import { tracker } from "@cairn/tracker"
-import { Effect, Layer, Logger, Redacted } from "effect"
+import { tracker, trackerDeployment } from "@cairn/tracker"
+import { Effect, Layer, Logger, Redacted, Stream } from "effect"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
 import { freePort } from "@cairn/testkit"
 
@@ -87,9 +91,13 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
   const catalog = yield* compile(tracker)
   const view = View.full(catalog)
   const sealer = yield* CursorKey
-  return DataPlane.of({
-    describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
-    query: (principal, request) => {
+  // Payloads arrive raw, as the transports pass them; the script reads them without the engine's decoding.
+  return DataPlane.make({
+    describe: (_principal, payload) => describe(view, payload as never).pipe(Effect.provideService(CursorKey, sealer)),
+    snapshot: () => Effect.dieMessage("the scripted plane does not sync"),
+    changes: () => Stream.dieMessage("the scripted plane does not sync"),
+    query: (principal, payload) => {
+      const request = payload as QueryRequest
       if (request.query.from.name === "Nope") return Effect.fail(new InvalidQuery({ message: 'No entity named "Nope" is defined.' }))
       if (request.query.page?.first === 999) {
         return Effect.sleep("5 seconds").pipe(
@@ -103,7 +111,8 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
         basis: { catalogToken: view.token, position: "c000000" }
       })
     },
-    mutate: (_principal, request) => {
+    mutate: (_principal, payload) => {
+      const request = payload as MutateRequest
       if (request.invocationId.startsWith("overload")) return Effect.fail(new Overloaded({ message: "The database is busy.", retryAfterSeconds: 3 }))
       if (request.target?.id === "boom") return Effect.die(new Error(secretDefect))
       if (request.target?.id === "internal") return Effect.die(InternalError.withReference("ref-1234"))
@@ -122,12 +131,18 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
   })
 }).pipe(Layer.effect(DataPlane), Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
 
+/** The real engine over the tracker deployment, in the front's data directory. */
+export const engine: Layer.Layer<DataPlane, unknown, Settings> = DataPlane.Default.pipe(
+  Layer.provide(EngineLimitsLive),
+  Layer.provide([Deployment.layer(trackerDeployment), CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))])
+)
+
 export interface FrontOptions {
   readonly limits?: Partial<LimitsShape>
   readonly stage?: string
   readonly testHooks?: string
-  /** Defaults to the scripted plane. */
-  readonly plane?: Layer.Layer<DataPlane>
+  /** Defaults to the scripted plane; `engine` is the real one over the tracker deployment. */
+  readonly plane?: Layer.Layer<DataPlane, unknown, Settings>
 }
 
 export interface Front {
@@ -158,6 +173,7 @@ export const startFront = (options: FrontOptions = {}) =>
       dataDir: mkdtempSync(join(tmpdir(), "cairn-front-")),
       stageSetting,
       stage: knownStages.includes(stageSetting) ? (stageSetting as SettingsShape["stage"]) : undefined,
+      stageExplicit: true,
       testHooksSetting: options.testHooks
     }
     const lines: Array<string> = []
@@ -167,7 +183,8 @@ export const startFront = (options: FrontOptions = {}) =>
       Logger.map(Logger.logfmtLogger, (line) => void lines.push(line))
     )
     yield* serve(Layer.mergeAll(FrontMiddleware, RpcRoutes, TestHookRoutes)).pipe(
-      Layer.provide([options.plane ?? scriptedPlane(journal), testIdentity(signer, base), Limits.layer(options.limits)]),
+      Layer.provide([options.plane ?? scriptedPlane(journal), BearerGate.Default, Limits.layer(options.limits), TestHooks.Default]),
+      Layer.provide(testIdentity(signer, base)),
       Layer.provide(Settings.layer(settings)),
       Layer.provide(capture),
       Layer.build

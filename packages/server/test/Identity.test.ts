@@ -329,6 +329,7 @@ const settings = (overrides: Partial<SettingsShape> = {}): SettingsShape => ({
   dataDir: "/nonexistent",
   stageSetting: "production",
   stage: "production",
+  stageExplicit: true,
   testHooksSetting: undefined,
   ...overrides
 })

@@ -29,6 +29,7 @@ const settingsFor = (dataDir: string, port: number, stageSetting = "development"
   dataDir,
   stageSetting,
   stage: (["development", "test", "staging", "production"] as const).find((s) => s === stageSetting),
+  stageExplicit: true,
   testHooksSetting: undefined
 })
 

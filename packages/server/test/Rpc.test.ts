@@ -5,7 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import { InternalError } from "@cairn/domain"
 import { Effect } from "effect"
 import { generateKeyPair, SignJWT } from "jose"
-import { type Front, mint, secretDefect, startFront } from "./FrontStack.js"
+import { engine, type Front, mint, secretDefect, startFront } from "./FrontStack.js"
 
 const request = (tag: string, payload: unknown, headers: ReadonlyArray<readonly [string, string]> = []) =>
   JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers })
@@ -69,9 +69,9 @@ describe("/db/rpc", () => {
     })
   )
 
-  it.scopedLive("decodes requests strictly: a malformed one is a typed InvalidQuery or InvalidInput with its issues", () =>
+  it.scopedLive("the engine decodes requests strictly: a malformed one is a typed InvalidQuery or InvalidInput with its issues", () =>
     Effect.gen(function* () {
-      const front = yield* startFront()
+      const front = yield* startFront({ plane: engine })
       const token = yield* front.token({ sub: "alice", org: "acme" })
       const failure = (text: string) => {
         const exit = exitOf(text)
@@ -142,7 +142,8 @@ describe("/db/rpc", () => {
       expect(JSON.parse(missing.text)).toMatchObject({ error: "invalid_token", message: expect.stringContaining("bearer access token is required") })
 
       const malformed = yield* post(front, browse, { authorization: "Basic YWxpY2U6c2VjcmV0" })
-      expect(malformed.status).toBe(400)
+      // Not a bearer token at all: a challenge (401), as on /mcp.
+      expect(malformed.status).toBe(401)
       expect(malformed.headers.get("www-authenticate")).toMatch(/^Bearer realm="cairn", error="invalid_request"/)
     })
   )

@@ -62,6 +62,7 @@ export const startApp = (options: StartOptions = {}) =>
       baseUrl: base,
       dataDir,
       stageSetting: "test",
+      stageExplicit: true,
       stage: "test",
       testHooksSetting: "1"
     }

@@ -12,11 +12,12 @@ import { Policy, Rule } from "@cairn/policy"
 import { Handler } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
 import {
+  BearerGate,
   CursorKeyLive,
   DataPlane,
   Deployment,
   type DeploymentDefinition,
-  EngineLive,
+  EngineLimitsLive,
   DevIssuerLive,
   FrontMiddleware,
   IdentityLive,
@@ -86,18 +87,20 @@ export const startStack = (options: StackOptions = {}) =>
       baseUrl: base,
       dataDir,
       stageSetting: "test",
+      stageExplicit: true,
       stage: "test",
       testHooksSetting: undefined
     }
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
-    const PlaneLive = options.plane ?? EngineLive
+    const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.
     const app = Layer.mergeAll(
       serve(Layer.mergeAll(McpRoutes, FrontMiddleware)).pipe(
-        Layer.provide([McpConfig.layerConfig, PlaneLive, IdentityLive, Limits.layer()])
+        Layer.provide([McpConfig.layerConfig, PlaneLive, BearerGate.Default, Limits.layer()]),
+        Layer.provide(IdentityLive)
       ),
       DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
     ).pipe(

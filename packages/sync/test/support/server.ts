@@ -6,10 +6,12 @@
 import { createServer } from "node:http"
 import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Authentication, CurrentPrincipal, Principal } from "@cairn/domain"
-import type { Databases } from "@cairn/store"
-import { type Sync, type SyncConfigShape, SyncHandlers, SyncRoutes } from "@cairn/sync"
-import { type Context, Effect, Layer, Option } from "effect"
+import { RpcSerialization, RpcServer } from "@effect/rpc"
+import type { View } from "@cairn/catalog"
+import { Authentication, CurrentPrincipal, Principal, SyncRpcs } from "@cairn/domain"
+import { Databases } from "@cairn/store"
+import { Sync, type SyncConfigShape } from "@cairn/sync"
+import { type Context, Effect, Layer, Option, Stream } from "effect"
 import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { engineLayer } from "./harness.js"
 import { ORG, tracker } from "./tracker.js"
@@ -77,6 +79,45 @@ const AuthenticationLive = Layer.succeed(
   )
 )
 
+const ServedSyncRpcs = SyncRpcs.middleware(Authentication)
+
+/**
+ * The sync engine straight over the protocol, without the deployment's `DataPlane`: the
+ * harness for the engine's own HTTP behaviour (streaming, resume, crash). The served
+ * route is `SyncRoutes` in `@cairn/server`, tested end to end through the real App.
+ */
+const engineHandlers = (view: (principal: Principal) => View) =>
+  ServedSyncRpcs.toLayer(
+    Effect.gen(function* () {
+      const sync = yield* Sync
+      const databases = yield* Databases
+      const open = (principal: Principal) => Effect.orDie(databases.activate(principal.databaseKey))
+      return ServedSyncRpcs.of({
+        SyncSnapshot: (request) =>
+          Effect.scoped(
+            Effect.gen(function* () {
+              const principal = yield* CurrentPrincipal
+              return yield* sync.snapshot(principal, view(principal), yield* open(principal), request)
+            })
+          ),
+        SyncChanges: (request) =>
+          Stream.unwrapScoped(
+            Effect.gen(function* () {
+              const principal = yield* CurrentPrincipal
+              return sync.changes(principal, view(principal), yield* open(principal), request)
+            })
+          )
+      })
+    })
+  )
+
+const engineRoutes = RpcServer.layerHttpRouter({
+  group: ServedSyncRpcs,
+  path: "/db/sync",
+  protocol: "http",
+  disableFatalDefects: true
+}).pipe(Layer.provide(RpcSerialization.layerNdjson))
+
 export interface SyncServer {
   readonly url: string
   readonly keys: Keys
@@ -90,8 +131,8 @@ export const startServer = (dataDir: string, config: Partial<SyncConfigShape> = 
   Effect.gen(function* () {
     const k = yield* keys
     const { policy } = yield* tracker
-    const routes = SyncRoutes.pipe(
-      Layer.provide(SyncHandlers({ view: (principal) => policy.view(principal) })),
+    const routes = engineRoutes.pipe(
+      Layer.provide(engineHandlers((principal) => policy.view(principal))),
       Layer.provide([AuthenticationLive, gate(k).layer])
     )
     const engine = yield* Layer.build(engineLayer(dataDir, config))

@@ -1,0 +1,138 @@
+/**
+ * The one bearer gate in front of every authenticated route (`/db/*` and `/mcp`): one
+ * token parser, one `WWW-Authenticate` writer, one Host/Origin rule, the audience chosen
+ * by the resource. It also words the engine's refusals for HTTP (403 insufficient scope,
+ * 503 overloaded or unavailable), so every transport answers them identically.
+ */
+import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { accessScopes, type FrontErrorBody, type Principal } from "@cairn/domain"
+import { Effect } from "effect"
+import { Correlation, requestIdHeader } from "./Correlation.js"
+import { Identity, type Resource } from "./Identity.js"
+import { foreignOrigin } from "./Loopback.js"
+import { httpStatusOf, type Refusal } from "./Refusal.js"
+import { Settings } from "./Settings.js"
+
+/** The RFC 9728 metadata document of a resource, where it has one. */
+export const resourceMetadataUrl = (baseUrl: string, resource: Resource): string | undefined =>
+  resource === "mcp" ? `${baseUrl}/.well-known/oauth-protected-resource/mcp` : undefined
+
+export interface Challenge {
+  readonly error?: "invalid_request" | "invalid_token" | "insufficient_scope"
+  readonly description?: string
+  readonly scope?: ReadonlyArray<string>
+  readonly resourceMetadata?: string
+}
+
+/** RFC 6750 allows only printable ASCII without `"` and `\` in quoted values. */
+const quoted = (text: string) => `"${text.replace(/["\\]/g, "'").replace(/[^\x20-\x7e]/g, "?")}"`
+
+/** A `Bearer` challenge (RFC 6750 §3), with the metadata URL of RFC 9728 §5.1 when there is one. */
+export const challenge = (options: Challenge): string => {
+  const params = [`realm="cairn"`]
+  if (options.error) params.push(`error=${quoted(options.error)}`)
+  if (options.description) params.push(`error_description=${quoted(options.description)}`)
+  if (options.scope && options.scope.length > 0) params.push(`scope=${quoted(options.scope.join(" "))}`)
+  if (options.resourceMetadata) params.push(`resource_metadata=${quoted(options.resourceMetadata)}`)
+  return `Bearer ${params.join(", ")}`
+}
+
+/** The token of an `Authorization: Bearer <token>` header (RFC 6750 §2.1 syntax), if it is one. */
+export const bearerToken = (authorization: string): string | undefined =>
+  /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization)?.[1]
+
+/** A JSON refusal of the HTTP layer, carrying the request id like every other answer. */
+export const refusalResponse = (status: number, body: FrontErrorBody, headers: Record<string, string> = {}) =>
+  HttpServerResponse.unsafeJson(body, {
+    status,
+    headers: { "cache-control": "no-store", [requestIdHeader]: body.requestId, ...headers }
+  })
+
+export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/BearerGate", {
+  effect: Effect.gen(function* () {
+    const identity = yield* Identity
+    const { baseUrl } = yield* Settings
+
+    const oauth = (
+      resource: Resource,
+      status: number,
+      error: "invalid_request" | "invalid_token" | "insufficient_scope",
+      message: string,
+      options: { readonly bare?: boolean; readonly scope?: ReadonlyArray<string> } = {}
+    ) =>
+      Effect.map(Correlation.id, (requestId) => {
+        const resourceMetadata = resourceMetadataUrl(baseUrl, resource)
+        // The metadata-bearing resource always advertises its scopes, so clients know what to ask for.
+        const scope = options.scope ?? (resourceMetadata ? accessScopes : undefined)
+        const header = challenge({
+          ...(options.bare ? {} : { error, description: message }),
+          ...(scope ? { scope } : {}),
+          ...(resourceMetadata ? { resourceMetadata } : {})
+        })
+        return refusalResponse(status, { error, message, error_description: message, requestId }, { "www-authenticate": header })
+      })
+
+    /**
+     * The verified principal of a request for `resource`, or the answer refusing it: 401
+     * with a challenge (no token, or a bad one), 400 for a token in the URL, 403 for a
+     * foreign Host or Origin. Nothing about the route is revealed before the token verifies.
+     */
+    const authenticate = (
+      request: HttpServerRequest.HttpServerRequest,
+      resource: Resource
+    ): Effect.Effect<Principal, HttpServerResponse.HttpServerResponse> =>
+      Effect.gen(function* () {
+        if (new URL(request.url, baseUrl).searchParams.has("access_token")) {
+          return yield* Effect.flip(
+            oauth(resource, 400, "invalid_request", "Send the access token in the Authorization header, never in the URL.")
+          )
+        }
+        const authorization = request.headers["authorization"]
+        if (authorization === undefined) {
+          return yield* Effect.flip(
+            oauth(resource, 401, "invalid_token", "A bearer access token is required: send Authorization: Bearer <token>.", { bare: true })
+          )
+        }
+        const token = bearerToken(authorization)
+        if (token === undefined) {
+          return yield* Effect.flip(oauth(resource, 401, "invalid_request", 'The Authorization header must be "Bearer <token>".'))
+        }
+        const principal = yield* identity
+          .verify(token, resource)
+          .pipe(Effect.catchAll((refused) => Effect.flip(oauth(resource, 401, refused.error, refused.description))))
+        const foreign = foreignOrigin(baseUrl, { host: request.headers["host"], origin: request.headers["origin"] })
+        if (foreign !== undefined) {
+          const requestId = yield* Correlation.id
+          return yield* Effect.fail(refusalResponse(403, { error: "forbidden", message: `Forbidden: ${foreign}`, requestId }))
+        }
+        return principal
+      })
+
+    /** The HTTP answer to an engine refusal, the same on every transport. */
+    const refuse = (resource: Resource, principal: Principal, refusal: Refusal) =>
+      Effect.gen(function* () {
+        if (refusal._tag === "InsufficientScope") {
+          // Step up: what the token already has plus what the call needs.
+          const scope = accessScopes.filter((s) => s === refusal.scope || principal.scopes.includes(s))
+          return yield* oauth(resource, 403, "insufficient_scope", refusal.message, { scope })
+        }
+        const requestId = yield* Correlation.id
+        const { error, status } = httpStatusOf(refusal)
+        if (refusal._tag === "Overloaded") {
+          return refusalResponse(
+            status,
+            {
+              error,
+              message: `${refusal.message} Nothing was applied; retry after ${refusal.retryAfterSeconds} s with the same invocationId.`,
+              requestId,
+              retryAfterSeconds: refusal.retryAfterSeconds
+            },
+            { "retry-after": String(refusal.retryAfterSeconds) }
+          )
+        }
+        return refusalResponse(status, { error, message: refusal.message, requestId })
+      })
+
+    return { authenticate, refuse } as const
+  })
+}) {}

@@ -1,0 +1,25 @@
+/**
+ * The deployment's databases: files under the data directory the settings name, the
+ * deployment's operations and handlers, and its policy as the writer's mutation guard.
+ * The guard is part of this layer, so no assembly of the engine can leave it out.
+ */
+import { Databases, OperationCatalog, StoreConfig, storeConfig } from "@cairn/store"
+import { Effect, Layer } from "effect"
+import { Deployment } from "./Deployment.js"
+import { PolicyGuardLive } from "./PolicyGuard.js"
+import { Settings } from "./Settings.js"
+
+/** The store's settings (`CAIRN_SQLITE_*`, `CAIRN_WRITER_*`, ...), in the data directory the server settings name. */
+const StoreConfigLive = Layer.effect(
+  StoreConfig,
+  Effect.gen(function* () {
+    const settings = yield* Settings
+    return { ...(yield* storeConfig), dataDir: settings.dataDir }
+  })
+)
+
+export const DatabasesLive = Databases.Default.pipe(
+  Layer.provide(StoreConfigLive),
+  Layer.provide(Layer.effect(OperationCatalog, Effect.map(Deployment, (d) => d.operations))),
+  Layer.provide(PolicyGuardLive)
+)

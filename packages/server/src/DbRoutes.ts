@@ -1,0 +1,23 @@
+/**
+ * Everything under `/db/*`: the RPC data plane, synchronization, and for any other
+ * method or path the same gate first, so an anonymous caller learns nothing (401)
+ * and an authenticated one gets a plain 404.
+ */
+import { HttpLayerRouter } from "@effect/platform"
+import { Effect, Layer } from "effect"
+import { refusalResponse } from "./BearerGate.js"
+import { Correlation } from "./Correlation.js"
+import { DbGate } from "./DbGate.js"
+import { RpcRoutes } from "./RpcRoutes.js"
+import { SyncRoutes } from "./SyncRoutes.js"
+
+const Unrouted = HttpLayerRouter.add(
+  "*",
+  "/db/*",
+  Effect.map(Correlation.id, (requestId) =>
+    refusalResponse(404, { error: "not_found", message: "No route under /db serves this method and path.", requestId })
+  )
+).pipe(Layer.provide(DbGate.layer))
+
+/** Needs the `DataPlane`, `BearerGate` and `Limits`. */
+export const DbRoutes = Layer.mergeAll(RpcRoutes, SyncRoutes, Unrouted)

@@ -1,0 +1,11 @@
+/**
+ * The engine's budgets as the operator set them: query planning and decoding
+ * (`CAIRN_QUERY_*`), discovery (`CAIRN_DISCOVERY_*`) and synchronization (`CAIRN_SYNC_*`).
+ * The engine requires each of them; nothing falls back to a default the operator never saw.
+ */
+import { QueryLimits } from "@cairn/query"
+import { SyncConfig } from "@cairn/sync"
+import { Layer } from "effect"
+import { DiscoveryLimitsLive } from "./ExposureGuard.js"
+
+export const EngineLimitsLive = Layer.mergeAll(QueryLimits.layerConfig, DiscoveryLimitsLive, SyncConfig.layerConfig)

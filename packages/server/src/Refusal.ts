@@ -1,0 +1,70 @@
+/**
+ * What the engine refuses outside the spec's eight public codes. Each transport answers
+ * these in its own standard layer (HTTP status + OAuth challenge, or an MCP protocol
+ * error), never as a tool error: a token without the needed scope, a writer that is
+ * overloaded, a database that cannot be opened, and a failure inside the server. Their
+ * messages are public: they name no internal id, path, SQL or class, only the request id.
+ */
+import { type AccessScope, InternalError, type Overloaded, type PublicError } from "@cairn/domain"
+import { Cause, Data, Effect, Option } from "effect"
+import { Correlation } from "./Correlation.js"
+
+/** The verified token lacks the scope the verb needs (403 + `insufficient_scope`). */
+export class InsufficientScope extends Data.TaggedError("InsufficientScope")<{
+  readonly scope: AccessScope
+  readonly message: string
+}> {}
+
+/** The caller's database cannot be served right now (503); logged under the request id. */
+export class Unavailable extends Data.TaggedError("Unavailable")<{ readonly message: string }> {}
+
+/** A defect inside the server (500); logged under the request id, which the message names. */
+export class InternalFailure extends Data.TaggedError("InternalFailure")<{ readonly message: string }> {}
+
+export type Refusal = InsufficientScope | Overloaded | Unavailable | InternalFailure
+
+/** Everything a `DataPlane` verb can answer besides its result. */
+export type EngineError = PublicError | Refusal
+
+export const isRefusal = (error: EngineError): error is Refusal =>
+  error._tag === "InsufficientScope" || error._tag === "Overloaded" || error._tag === "Unavailable" || error._tag === "InternalFailure"
+
+/** How the HTTP layer answers a refusal: status, the front's error code, extra headers. */
+export const httpStatusOf = (refusal: Refusal): { readonly status: number; readonly error: "insufficient_scope" | "overloaded" | "unavailable" | "internal_error" } => {
+  switch (refusal._tag) {
+    case "InsufficientScope":
+      return { status: 403, error: "insufficient_scope" }
+    case "Overloaded":
+      return { status: 503, error: "overloaded" }
+    case "Unavailable":
+      return { status: 503, error: "unavailable" }
+    case "InternalFailure":
+      return { status: 500, error: "internal_error" }
+  }
+}
+
+/**
+ * A defect, answered by reference: the log holds the cause (under the request id), the
+ * caller only the request id. `label` names the verb or route for the log line.
+ */
+export const internalFailure = (label: string, cause: Cause.Cause<unknown>): Effect.Effect<InternalFailure> =>
+  Effect.gen(function* () {
+    const requestId = yield* Correlation.id
+    const known = Option.filter(Cause.dieOption(cause), (d): d is InternalError => d instanceof InternalError)
+    // The writer already logged its own defects under the reference its message names.
+    if (Option.isSome(known)) return new InternalFailure({ message: known.value.message })
+    yield* Effect.logError(`${label} failed inside the server`, cause)
+    return new InternalFailure({
+      message: `The server failed while handling this request; it was logged as ${requestId}. Retry later, or report that reference.`
+    })
+  })
+
+/** Failures pass through; defects become `InternalFailure`; interruptions stay interruptions. */
+export const scrubDefects =
+  (label: string) =>
+  <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E | InternalFailure, R> =>
+    Effect.catchAllCause(effect, (cause): Effect.Effect<never, E | InternalFailure> =>
+      Option.isSome(Cause.failureOption(cause)) || Cause.isInterruptedOnly(cause)
+        ? Effect.failCause(cause)
+        : Effect.flatMap(internalFailure(label, cause), Effect.fail)
+    )
