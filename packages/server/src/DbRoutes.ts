@@ -11,13 +11,12 @@ import { DbGate } from "./DbGate.js"
 import { RpcRoutes } from "./RpcRoutes.js"
 import { SyncRoutes } from "./SyncRoutes.js"
 
-const Unrouted = HttpLayerRouter.add(
-  "*",
-  "/db/*",
-  Effect.map(Correlation.id, (requestId) =>
-    refusalResponse(404, { error: "not_found", message: "No route under /db serves this method and path.", requestId })
-  )
-).pipe(Layer.provide(DbGate.layer))
+const notFound = Effect.map(Correlation.id, (requestId) =>
+  refusalResponse(404, { error: "not_found", message: "No route under /db serves this method and path.", requestId })
+)
+
+// `/db/*` does not match `/db` itself (nor `/db/`, which the router reads as `/db`).
+const Unrouted = Layer.mergeAll(HttpLayerRouter.add("*", "/db", notFound), HttpLayerRouter.add("*", "/db/*", notFound)).pipe(Layer.provide(DbGate.layer))
 
 /** Needs the `DataPlane`, `BearerGate` and `Limits`. */
 export const DbRoutes = Layer.mergeAll(RpcRoutes, SyncRoutes, Unrouted)

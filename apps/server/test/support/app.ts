@@ -6,7 +6,15 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { CairnClient } from "@cairn/client"
-import { devIssuer, type DevIssuerShape, devScopes, Settings, type SettingsShape, signDevToken } from "@cairn/server"
+import {
+  type DeploymentDefinition,
+  devIssuer,
+  type DevIssuerShape,
+  devScopes,
+  Settings,
+  type SettingsShape,
+  signDevToken
+} from "@cairn/server"
 import { freePort } from "@cairn/testkit"
 import { trackerDeployment } from "@cairn/tracker"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
@@ -44,6 +52,8 @@ export interface StartOptions {
   readonly dataDir?: string
   /** Start again where a stopped server ran: its data directory, port and issuer URL. */
   readonly restartOf?: Running
+  /** The deployment to serve; the tracker by default. */
+  readonly deployment?: DeploymentDefinition
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
 }
@@ -77,7 +87,7 @@ export const startApp = (options: StartOptions = {}) =>
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
         Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning))
       )
-    yield* Layer.build(provided(App(trackerDeployment)))
+    yield* Layer.build(provided(App(options.deployment ?? trackerDeployment)))
 
     const dev = yield* devIssuer.pipe(
       Effect.provideService(Settings, settings),
