@@ -6,7 +6,9 @@
  */
 import { parseArgs } from "node:util"
 import { Cause, Config, Effect, Exit, Option } from "effect"
-import { devIssuer, devScopes, Settings, settingsConfig, signDevToken } from "@cairn/server"
+import { devIssuer, signDevToken } from "@cairn/devauth"
+import { accessScopes } from "@cairn/domain"
+import { Settings, settingsConfig } from "@cairn/server"
 
 const usage =
   'usage: npm run -s token -- --sub <subject> --org <org> [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>]'
@@ -46,7 +48,7 @@ const program = Effect.gen(function* () {
     subject: values.sub,
     audience: `${settings.baseUrl}/${values.resource}`,
     claims: { org: values.org, ...(roles.length > 0 ? { roles } : {}) },
-    scope: values.scope ?? devScopes.join(" "),
+    scope: values.scope ?? accessScopes.join(" "),
     ttlSeconds: ttl
   })
 })

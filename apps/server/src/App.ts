@@ -1,8 +1,8 @@
 /**
  * The whole server for one deployment, as `npm start` runs it and as the end-to-end
  * tests start it: the HTTP front (`/health`, `/db/*`, `/mcp` and its discovery, test
- * hooks where allowed) over the one engine, the bearer gate, and the development
- * authorization server unless an external issuer is configured. The exposure guard runs
+ * hooks where allowed) over the one engine, the bearer gate, and (from `@cairn/devauth`)
+ * the development issuer and authorization server unless an external issuer is configured. The exposure guard runs
  * first: a public deployment without its required settings never binds.
  */
 import {
@@ -20,7 +20,7 @@ import {
   TestHookRoutes,
   TestHooks
 } from "@cairn/server"
-import { DevAuthServerLive } from "@cairn/server/DevAuthServer"
+import { DevAuthServer, DevFallbackIssuer } from "@cairn/devauth"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp"
 import { Layer } from "effect"
@@ -33,7 +33,8 @@ export const App = (definition: DeploymentDefinition) =>
   Layer.mergeAll(
     serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
-      Layer.provide(IdentityLive)
+      Layer.provide(IdentityLive),
+      Layer.provide(DevFallbackIssuer)
     ),
-    DevAuthServerLive
+    DevAuthServer.DevAuthServerLive
   ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(CursorKeyLive), Layer.provide(Deployment.layer(definition)))

@@ -2,7 +2,7 @@
  * What the MCP endpoint needs beyond the server settings: the authorization servers it
  * advertises to clients (the issuers identity trusts) and the request body limit.
  */
-import { devIssuerUrl, limitsConfig } from "@cairn/server"
+import { FallbackIssuer, limitsConfig } from "@cairn/server"
 import { Config, Context, Effect, Layer } from "effect"
 
 export interface McpConfigShape {
@@ -17,7 +17,7 @@ export class McpConfig extends Context.Tag("@cairn/mcp/McpConfig")<McpConfig, Mc
 
   /**
    * `CAIRN_ISSUER` when the operator configured an external issuer, otherwise the
-   * development issuer (`CAIRN_DEV_ISSUER_URL`, default `http://127.0.0.1:<port+1>`).
+   * deployment's `FallbackIssuer` (in development, `CAIRN_DEV_ISSUER_URL`).
    * `CAIRN_MAX_BODY_BYTES` (default 1 MiB) is the same limit the `/db` front applies.
    */
   static readonly layerConfig = Layer.effect(
@@ -25,7 +25,8 @@ export class McpConfig extends Context.Tag("@cairn/mcp/McpConfig")<McpConfig, Mc
     Effect.gen(function* () {
       const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
       // The same rule identity uses to decide which issuer it trusts.
-      const issuer = external._tag === "Some" && external.value.trim() !== "" ? external.value.trim() : yield* devIssuerUrl
+      const issuer =
+        external._tag === "Some" && external.value.trim() !== "" ? external.value.trim() : yield* Effect.flatMap(FallbackIssuer, (f) => f.url)
       const limits = yield* limitsConfig
       return { authorizationServers: [issuer], maxBodyBytes: limits.maxBodyBytes }
     })

@@ -8,7 +8,8 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { assert, describe, it } from "@effect/vitest"
 import { Entity, RootSchema } from "@cairn/catalog"
-import { signIn } from "@cairn/server/DevAuthServer"
+import { DevAuthServer } from "@cairn/devauth"
+const { signIn } = DevAuthServer
 import { tracker, trackerApplication } from "@cairn/tracker"
 import { Effect, Schema } from "effect"
 import { decodeJwt } from "jose"

@@ -8,7 +8,7 @@ import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, typ
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { Principal } from "@cairn/domain"
 import { Deployment } from "./Deployment.js"
-import { devIssuer, devKeyPath } from "./DevIssuer.js"
+import { FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
 import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"
@@ -226,7 +226,7 @@ const parseJwks = (text: string): ReadonlyArray<JWK> | undefined => {
  * `CAIRN_TOKEN_SECRET` (HMAC, needs `CAIRN_TOKEN_ALGORITHMS=HS256`);
  * `CAIRN_TOKEN_ALGORITHMS` (comma or space separated), `CAIRN_CLOCK_TOLERANCE` (seconds,
  * default 30), `CAIRN_ROLES_CLAIM` (default `roles`). Without `CAIRN_ISSUER` the
- * development issuer is trusted, which refuses to run in `production`.
+ * `FallbackIssuer` decides (the development issuer in development builds, none otherwise).
  */
 export const identityConfig = Effect.gen(function* () {
   const settings = yield* Settings
@@ -242,11 +242,8 @@ export const identityConfig = Effect.gen(function* () {
     rolesClaim
   }
   if (Option.isNone(issuer) || issuer.value.trim() === "") {
-    const dev = yield* devIssuer
-    yield* Effect.logInfo(
-      `Trusting the development issuer ${dev.issuer} (key in ${devKeyPath(settings.dataDir)}); mint a token with: npm run -s token -- --sub alice --${deployment.database.keyClaim} acme`
-    )
-    return { ...base, issuers: [{ issuer: dev.issuer, keys: { _tag: "Jwks", keys: [dev.key.publicJwk] }, algorithms: ["ES256"] }] } satisfies IdentityConfig
+    const fallback = yield* FallbackIssuer
+    return { ...base, issuers: [yield* fallback.trusted] } satisfies IdentityConfig
   }
   const jwksUrl = yield* Config.option(Config.string("CAIRN_JWKS_URL"))
   const jwks = yield* Config.option(Config.string("CAIRN_JWKS"))

@@ -139,7 +139,8 @@ export const engine: Layer.Layer<DataPlane, unknown, Settings> = DataPlane.Defau
 
 export interface FrontOptions {
   readonly limits?: Partial<LimitsShape>
-  readonly stage?: string
+  /** `CAIRN_STAGE`; `null` leaves it unset (the stage then reads as development, but was never chosen). */
+  readonly stage?: string | null
   readonly testHooks?: string
   /** Defaults to the scripted plane; `engine` is the real one over the tracker deployment. */
   readonly plane?: Layer.Layer<DataPlane, unknown, Settings>
@@ -165,7 +166,7 @@ export const startFront = (options: FrontOptions = {}) =>
     const port = yield* freePort()
     const base = `http://127.0.0.1:${port}`
     const signer = yield* makeSigner(`http://127.0.0.1:${port}/issuer`)
-    const stageSetting = options.stage ?? "test"
+    const stageSetting = options.stage === null ? "development" : (options.stage ?? "test")
     const settings: SettingsShape = {
       port,
       host: "127.0.0.1",
@@ -173,7 +174,7 @@ export const startFront = (options: FrontOptions = {}) =>
       dataDir: mkdtempSync(join(tmpdir(), "cairn-front-")),
       stageSetting,
       stage: knownStages.includes(stageSetting) ? (stageSetting as SettingsShape["stage"]) : undefined,
-      stageExplicit: true,
+      stageExplicit: options.stage !== null,
       testHooksSetting: options.testHooks
     }
     const lines: Array<string> = []

@@ -12,6 +12,7 @@ import { Deployment } from "../src/Deployment.js"
 import { Identity, type Resource, Unauthorized } from "../src/Identity.js"
 import { identityConfig, type IdentityConfig, IdentityConfigError, makeIdentity } from "../src/IdentityLive.js"
 import { Settings, type SettingsShape } from "../src/Settings.js"
+import { FallbackIssuer } from "../src/FallbackIssuer.js"
 
 const base = "https://cairn.test"
 const issuer = "https://issuer.test"
@@ -336,9 +337,12 @@ const settings = (overrides: Partial<SettingsShape> = {}): SettingsShape => ({
 
 const deployment = Deployment.layer(trackerDeployment)
 
+/** A deployment that trusts no issuer unless the operator names one. */
+const noFallback = FallbackIssuer.none(new IdentityConfigError({ message: "CAIRN_ISSUER is not set: configure an external issuer." }))
+
 const configFrom = (env: Record<string, string>, s: SettingsShape = settings()) =>
   identityConfig.pipe(
-    Effect.provide(Layer.merge(Settings.layer(s), deployment)),
+    Effect.provide(Layer.mergeAll(Settings.layer(s), deployment, noFallback)),
     Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env))))
   )
 
@@ -370,15 +374,12 @@ describe("identity configuration", () => {
       assert.include((bad as IdentityConfigError).message, "CAIRN_JWKS must be a JWKS document")
     }))
 
-  it.effect("refuses to fall back to the development issuer in production or an unknown stage", () =>
+  it.effect("without CAIRN_ISSUER the deployment's fallback decides; with none, identity does not start", () =>
     Effect.gen(function* () {
-      for (const s of [settings(), settings({ stageSetting: "prod", stage: undefined })]) {
-        const exit = yield* Effect.exit(configFrom({}, s))
-        assert.isTrue(Exit.isFailure(exit))
-        const error = yield* Effect.flip(configFrom({}, s))
-        assert.strictEqual(error._tag, "DevIssuerError")
-        assert.include((error as { message: string }).message, `does not run in stage "${s.stageSetting}"`)
-        assert.include((error as { message: string }).message, "CAIRN_ISSUER")
-      }
+      const exit = yield* Effect.exit(configFrom({}))
+      assert.isTrue(Exit.isFailure(exit))
+      const error = yield* Effect.flip(configFrom({}))
+      assert.strictEqual(error._tag, "IdentityConfigError")
+      assert.include((error as { message: string }).message, "CAIRN_ISSUER")
     }))
 })

@@ -1,8 +1,10 @@
 // The test-hook guard against a real server for every combination of CAIRN_TEST_HOOKS and
-// stage: the /__test routes exist only for exactly "1" in a known non-production stage,
-// and every refusal of a flag that is set is logged with its reason.
+// stage, CAIRN_STAGE unset included: the /__test routes exist only for exactly "1" in an
+// explicitly set, known non-production stage, and every refusal of a flag that is set is
+// logged with its reason.
 import { describe, expect, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { decide, settingsConfig } from "@cairn/server"
+import { ConfigProvider, Effect } from "effect"
 import { startFront } from "./FrontStack.js"
 
 interface Metrics {
@@ -10,10 +12,11 @@ interface Metrics {
 }
 
 const flags = [undefined, "1", "true", "1 ", "0"] as const
-const stages = ["development", "test", "staging", "production", "prod"] as const
+const stages = [null, "development", "test", "staging", "production", "prod"] as const
 
-const expectedReason = (flag: string | undefined, stage: string): string | undefined => {
+const expectedReason = (flag: string | undefined, stage: string | null): string | undefined => {
   if (flag === undefined) return undefined
+  if (stage === null) return "CAIRN_STAGE is not set"
   if (stage === "production") return "they never run in stage production"
   if (stage === "prod") return 'CAIRN_STAGE "prod" is not a known stage'
   if (flag !== "1") return `CAIRN_TEST_HOOKS is ${JSON.stringify(flag)}; only exactly "1" enables them`
@@ -23,8 +26,8 @@ const expectedReason = (flag: string | undefined, stage: string): string | undef
 describe("test hooks", () => {
   for (const stage of stages) {
     for (const flag of flags) {
-      const enabled = flag === "1" && ["development", "test", "staging"].includes(stage)
-      it.scopedLive(`stage ${stage}, CAIRN_TEST_HOOKS ${JSON.stringify(flag)}: ${enabled ? "on" : "off"}`, () =>
+      const enabled = flag === "1" && stage !== null && ["development", "test", "staging"].includes(stage)
+      it.scopedLive(`stage ${stage ?? "unset"}, CAIRN_TEST_HOOKS ${JSON.stringify(flag)}: ${enabled ? "on" : "off"}`, () =>
         Effect.gen(function* () {
           const front = yield* startFront({ stage, ...(flag !== undefined ? { testHooks: flag } : {}) })
           const answer = yield* Effect.promise(() => fetch(`${front.base}/__test/metrics`))
@@ -42,6 +45,20 @@ describe("test hooks", () => {
       )
     }
   }
+
+  it.effect("from the environment: CAIRN_TEST_HOOKS=1 alone (no CAIRN_STAGE) keeps hooks off", () =>
+    Effect.gen(function* () {
+      const read = (env: ReadonlyArray<readonly [string, string]>) =>
+        Effect.withConfigProvider(settingsConfig, ConfigProvider.fromMap(new Map(env)))
+      const flagOnly = yield* read([["CAIRN_TEST_HOOKS", "1"]])
+      expect(flagOnly.stage).toBe("development")
+      expect(flagOnly.stageExplicit).toBe(false)
+      expect(decide(flagOnly).enabled).toBe(false)
+      expect(decide(yield* read([["CAIRN_TEST_HOOKS", "1"], ["CAIRN_STAGE", "development"]])).enabled).toBe(true)
+      expect(decide(yield* read([["CAIRN_TEST_HOOKS", "1"], ["CAIRN_STAGE", "production"]])).enabled).toBe(false)
+      expect(decide(yield* read([["CAIRN_STAGE", "test"]])).enabled).toBe(false)
+    })
+  )
 
   it.scopedLive("GET /__test/metrics reports requests by route and status and RPC outcomes", () =>
     Effect.gen(function* () {

@@ -6,15 +6,9 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { CairnClient } from "@cairn/client"
-import {
-  type DeploymentDefinition,
-  devIssuer,
-  type DevIssuerShape,
-  devScopes,
-  Settings,
-  type SettingsShape,
-  signDevToken
-} from "@cairn/server"
+import { devIssuer, type DevIssuerShape, signDevToken } from "@cairn/devauth"
+import { accessScopes } from "@cairn/domain"
+import { type DeploymentDefinition, Settings, type SettingsShape } from "@cairn/server"
 import { freePort } from "@cairn/testkit"
 import { trackerDeployment } from "@cairn/tracker"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
@@ -99,7 +93,7 @@ export const startApp = (options: StartOptions = {}) =>
         subject: who.sub,
         audience: `${base}/${who.resource ?? "db"}`,
         claims: { ...(who.org !== undefined ? { org: who.org } : {}), ...(who.roles ? { roles: who.roles } : {}) },
-        scope: who.scope ?? devScopes.join(" "),
+        scope: who.scope ?? accessScopes.join(" "),
         ttlSeconds: who.ttlSeconds ?? 3600
       })
     const client: Running["client"] = (bearer) => CairnClient.layerFetch({ baseUrl: base, token: bearer })

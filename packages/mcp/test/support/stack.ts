@@ -18,7 +18,6 @@ import {
   Deployment,
   type DeploymentDefinition,
   EngineLimitsLive,
-  DevIssuerLive,
   FrontMiddleware,
   IdentityLive,
   Limits,
@@ -26,7 +25,7 @@ import {
   Settings,
   type SettingsShape
 } from "@cairn/server"
-import * as DevAuth from "@cairn/server/DevAuthServer"
+import { DevAuthServer as DevAuth, DevFallbackIssuer, DevIssuerLive } from "@cairn/devauth"
 import { trackerApplication } from "@cairn/tracker"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { freePort } from "@cairn/testkit"
@@ -100,7 +99,8 @@ export const startStack = (options: StackOptions = {}) =>
     const app = Layer.mergeAll(
       serve(Layer.mergeAll(McpRoutes, FrontMiddleware)).pipe(
         Layer.provide([McpConfig.layerConfig, PlaneLive, BearerGate.Default, Limits.layer()]),
-        Layer.provide(IdentityLive)
+        Layer.provide(IdentityLive),
+        Layer.provide(DevFallbackIssuer)
       ),
       DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
     ).pipe(

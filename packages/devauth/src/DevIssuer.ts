@@ -9,7 +9,7 @@ import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, w
 import { join } from "node:path"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from "jose"
 import { Clock, Config, Context, Data, Effect, Layer } from "effect"
-import { Settings } from "./Settings.js"
+import { Settings } from "@cairn/server"
 
 /** The development issuer cannot start (production stage) or its key file is unusable. */
 export class DevIssuerError extends Data.TaggedError("DevIssuerError")<{ readonly message: string }> {}
@@ -28,14 +28,7 @@ export interface DevIssuerShape {
   readonly key: DevKey
 }
 
-/**
- * Every scope a Cairn resource knows, granted by development tokens unless narrowed.
- * The same list as the development authorization server's `resourceScopes` (a test
- * keeps them equal); kept here so token minting does not load oidc-provider.
- */
-export const devScopes: ReadonlyArray<string> = ["cairn:read", "cairn:write"]
-
-export class DevIssuer extends Context.Tag("@cairn/server/DevIssuer")<DevIssuer, DevIssuerShape>() {}
+export class DevIssuer extends Context.Tag("@cairn/devauth/DevIssuer")<DevIssuer, DevIssuerShape>() {}
 
 /** Where the development key lives inside a data directory. */
 export const devKeyPath = (dataDir: string): string => join(dataDir, "dev-issuer", "key.json")

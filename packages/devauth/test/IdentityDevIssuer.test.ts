@@ -10,12 +10,11 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { calculateJwkThumbprint, decodeJwt, decodeProtectedHeader } from "jose"
 import { trackerDeployment } from "@cairn/tracker"
-import { Deployment } from "../src/Deployment.js"
-import { layerWith as devAuthServer, resourceScopes } from "../src/DevAuthServer.js"
-import { devIssuer, DevIssuerLive, devKeyPath, devScopes, loadOrCreateDevKey, signDevToken } from "../src/DevIssuer.js"
-import { Identity } from "../src/Identity.js"
-import { IdentityLive } from "../src/IdentityLive.js"
-import { Settings, type SettingsShape } from "../src/Settings.js"
+import { accessScopes } from "@cairn/domain"
+import { Deployment, Identity, IdentityLive, Settings, type SettingsShape } from "@cairn/server"
+import { layerWith as devAuthServer } from "../src/DevAuthServer.js"
+import { DevFallbackIssuer } from "../src/DevIdentity.js"
+import { devIssuer, DevIssuerLive, devKeyPath, loadOrCreateDevKey, signDevToken } from "../src/DevIssuer.js"
 import { freePort } from "@cairn/testkit"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
@@ -39,7 +38,10 @@ const withEnv = (env: Record<string, string>) => Effect.withConfigProvider(Confi
 
 /** The server's identity as `npm start` builds it from these settings. */
 const serverIdentity = (s: SettingsShape, env: Record<string, string> = {}) =>
-  Identity.pipe(Effect.provide(IdentityLive.pipe(Layer.provide(Layer.merge(Settings.layer(s), deployment)))), withEnv(env))
+  Identity.pipe(
+    Effect.provide(IdentityLive.pipe(Layer.provide(DevFallbackIssuer), Layer.provide(Layer.merge(Settings.layer(s), deployment)))),
+    withEnv(env)
+  )
 
 describe("DevIssuer key", () => {
   it.effect("is created once, private to its owner, and reloaded unchanged", () =>
@@ -76,12 +78,19 @@ describe("DevIssuer key", () => {
       assert.strictEqual(readFileSync(devKeyPath(dir), "utf8"), "{ not json")
     }))
 
-  it("grants the same scopes as the development authorization server", () => {
-    assert.deepStrictEqual([...devScopes], [...resourceScopes])
-  })
 })
 
 describe("DevIssuer in the server", () => {
+  it.effect("is never the fallback in production or an unknown stage", () =>
+    Effect.gen(function* () {
+      for (const s of [settingsFor(freshDir(), 18_787, "production"), settingsFor(freshDir(), 18_787, "prod")]) {
+        const error = yield* Effect.flip(serverIdentity(s))
+        assert.strictEqual(error._tag, "IdentityConfigError")
+        assert.include((error as { message: string }).message, `does not run in stage "${s.stageSetting}"`)
+        assert.include((error as { message: string }).message, "CAIRN_ISSUER")
+      }
+    }))
+
   it.effect("is trusted outside production: its tokens verify for their resource only", () =>
     Effect.gen(function* () {
       const s = settingsFor(freshDir(), 18_787)
@@ -92,7 +101,7 @@ describe("DevIssuer in the server", () => {
         subject: "alice",
         audience: `${s.baseUrl}/db`,
         claims: { org: "acme", roles: ["admin"] },
-        scope: devScopes.join(" "),
+        scope: accessScopes.join(" "),
         ttlSeconds: 60
       })
       const principal = yield* identity.verify(token, "db")

@@ -9,9 +9,10 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
 import Provider, { type Client, errors, type KoaContextWithOIDC } from "oidc-provider"
+import { accessScopes } from "@cairn/domain"
 import { Config, Context, Data, Effect, Layer, Option } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "@cairn/server"
 
 /** Refused to start: the development authorization server never runs in production. */
 export class DevAuthServerError extends Data.TaggedError("DevAuthServerError")<{ readonly message: string }> {}
@@ -31,10 +32,8 @@ export interface DevAuthServerShape {
   readonly url: string
 }
 
-export class DevAuthServer extends Context.Tag("@cairn/server/DevAuthServer")<DevAuthServer, DevAuthServerShape>() {}
+export class DevAuthServer extends Context.Tag("@cairn/devauth/DevAuthServer")<DevAuthServer, DevAuthServerShape>() {}
 
-/** The scopes a token may carry for a Cairn resource. */
-export const resourceScopes = ["cairn:read", "cairn:write"] as const
 
 const claimName = /^[A-Za-z0-9_.:@+-]{1,200}$/
 
@@ -90,7 +89,7 @@ export const makeProvider = (options: DevAuthServerOptions) => {
   const provider = new Provider(options.issuer, {
     jwks: { keys: [options.signingKey as any] },
     cookies: { keys: [randomBytes(32).toString("base64url")] },
-    scopes: ["openid", "offline_access", ...resourceScopes],
+    scopes: ["openid", "offline_access", ...accessScopes],
     claims: { openid: ["sub"] },
     clientDefaults: {
       grant_types: ["authorization_code"],
@@ -124,7 +123,7 @@ export const makeProvider = (options: DevAuthServerOptions) => {
         getResourceServerInfo: (_ctx, resourceIndicator) => {
           if (!resources.has(resourceIndicator)) throw new errors.InvalidTarget(`unknown resource ${resourceIndicator}`)
           return {
-            scope: resourceScopes.join(" "),
+            scope: accessScopes.join(" "),
             audience: resourceIndicator,
             accessTokenTTL: 3600,
             accessTokenFormat: "jwt",
@@ -186,10 +185,10 @@ export const makeProvider = (options: DevAuthServerOptions) => {
     // Everything asked for is granted: picking who you are is the whole point of this page.
     // Cairn scopes are also listed as provider scopes (for discovery), so the grant names
     // them both as such and for the resource the token will be bound to.
-    const known = asked.filter((s) => ["openid", "offline_access", ...resourceScopes].includes(s))
+    const known = asked.filter((s) => ["openid", "offline_access", ...accessScopes].includes(s))
     if (known.length > 0) grant.addOIDCScope(known.join(" "))
-    const cairnScopes = asked.filter((s) => (resourceScopes as ReadonlyArray<string>).includes(s))
-    grant.addResourceScope(resource, (cairnScopes.length > 0 ? cairnScopes : [...resourceScopes]).join(" "))
+    const cairnScopes = asked.filter((s) => (accessScopes as ReadonlyArray<string>).includes(s))
+    grant.addResourceScope(resource, (cairnScopes.length > 0 ? cairnScopes : [...accessScopes]).join(" "))
     const grantId = await grant.save()
     chosen.set(grantId, { org, roles })
     await provider.interactionFinished(req, res, { login: { accountId: sub }, consent: { grantId } }, { mergeWithLastSubmission: false })

@@ -10,12 +10,10 @@ import { join } from "node:path"
 import { trackerDeployment } from "@cairn/tracker"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { createLocalJWKSet, exportJWK, generateKeyPair, type JWK, jwtVerify } from "jose"
-import { Deployment } from "../src/Deployment.js"
+import { Deployment, Identity, IdentityLive, Settings, type SettingsShape } from "@cairn/server"
 import { DevAuthServer, DevAuthServerLive, layer, layerWith, signIn } from "../src/DevAuthServer.js"
+import { DevFallbackIssuer } from "../src/DevIdentity.js"
 import { devKeyPath, DevIssuerLive } from "../src/DevIssuer.js"
-import { Identity } from "../src/Identity.js"
-import { IdentityLive } from "../src/IdentityLive.js"
-import { Settings, type SettingsShape } from "../src/Settings.js"
 import { freePort } from "@cairn/testkit"
 
 const keys = Effect.promise(async () => {
@@ -268,7 +266,7 @@ describe("DevAuthServer", () => {
       const issuer = `http://127.0.0.1:${asPort}`
       const settings = { ...settingsFor(port, "development"), dataDir: mkdtempSync(join(tmpdir(), "cairn-devauth-")) }
       const context = yield* Layer.build(
-        Layer.merge(layer.pipe(Layer.provide(DevIssuerLive)), IdentityLive).pipe(
+        Layer.merge(layer.pipe(Layer.provide(DevIssuerLive)), IdentityLive.pipe(Layer.provide(DevFallbackIssuer))).pipe(
           Layer.provide([
             Settings.layer(settings),
             Deployment.layer(trackerDeployment)

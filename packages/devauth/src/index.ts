@@ -1,0 +1,3 @@
+export * as DevAuthServer from "./DevAuthServer.js"
+export * from "./DevIdentity.js"
+export * from "./DevIssuer.js"
