@@ -176,6 +176,36 @@ describe("transport conformance through the real App", () => {
     })
   )
 
+  it.scopedLive("a body that is not an RPC envelope is a plain 400 on /db/rpc and /db/sync, echoing no parser error", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const token = yield* app.token({ sub: "alice", org: "acme" })
+      const request = (payload: unknown) => ({ _tag: "Request", id: "1", tag: "Describe", payload, headers: [] })
+      const bodies: ReadonlyArray<readonly [string, string, string]> = [
+        ["/db/rpc", "application/json", "garbage"],
+        ["/db/rpc", "application/json", "null"],
+        ["/db/rpc", "application/json", "[]"],
+        ["/db/rpc", "application/json", JSON.stringify({ ...request({}), headers: { a: "b" } })],
+        ["/db/rpc", "application/json", JSON.stringify({ ...request({}), id: "one" })],
+        ["/db/rpc", "application/json", JSON.stringify({ _tag: "Nope" })],
+        ["/db/sync", "application/ndjson", "garbage"],
+        ["/db/sync", "application/ndjson", "garbage\n"],
+        ["/db/sync", "application/ndjson", JSON.stringify({ ...request({}), tag: "SyncSnapshot" })]
+      ]
+      for (const [path, type, body] of bodies) {
+        const response = yield* Effect.promise(() =>
+          fetch(`${app.base}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": type }, body })
+        )
+        const text = yield* Effect.promise(() => response.text())
+        assert.strictEqual(response.status, 400, `${path} ${body}: ${text}`)
+        const answer = JSON.parse(text)
+        assert.strictEqual(answer.error, "invalid_request")
+        assert.include(answer.message, '"_tag":"Request"')
+        for (const word of ["SyntaxError", "TypeError", "Unexpected token", "garbage"]) assert.notInclude(text, word)
+      }
+    })
+  )
+
   it.scopedLive("every path under /db/* needs a token; an authenticated unknown path is a plain 404", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
@@ -211,18 +241,28 @@ const NoteExplode = Operation.make({
   input: Schema.Struct({}),
   output: Schema.Struct({})
 })
-const notes = RootSchema.make("notes", { entities: [Note], operations: [NoteCreate, NoteExplode] })
+const NoteSlow = Operation.make({
+  owner: Note,
+  name: "slow",
+  description: "Holds the writer for a moment, then creates a note.",
+  targeted: false,
+  input: Schema.Struct({ text: Schema.String }),
+  output: Schema.Struct({ id: Schema.String })
+})
+const notes = RootSchema.make("notes", { entities: [Note], operations: [NoteCreate, NoteExplode, NoteSlow] })
 const notesDeployment = {
   root: notes,
   policy: Policy.make({
     entities: [Policy.entity(Note, { read: Rule.always })],
-    operations: [Policy.operation(NoteCreate), Policy.operation(NoteExplode)]
+    operations: [Policy.operation(NoteCreate), Policy.operation(NoteExplode), Policy.operation(NoteSlow)]
   }),
   handlers: Handlers.make(
-    { entities: [Note], operations: [NoteCreate, NoteExplode] },
+    { entities: [Note], operations: [NoteCreate, NoteExplode, NoteSlow] },
     {
       "Note.create": ({ input, tx }) => Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id })),
-      "Note.explode": () => Effect.die(new Error("SQLITE_CORRUPT: SELECT * FROM note_7f3a in /var/lib/cairn/databases/0f3a.sqlite"))
+      "Note.explode": () => Effect.die(new Error("SQLITE_CORRUPT: SELECT * FROM note_7f3a in /var/lib/cairn/databases/0f3a.sqlite")),
+      // A handler is an Effect; this one sleeps, so invocations queue up behind it.
+      "Note.slow": ({ input, tx }) => Effect.zipRight(Effect.sleep("300 millis"), Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id })))
     }
   ),
   databases: [{ name: "notebooks", schema: "notes", keyClaim: "org" }]
@@ -232,19 +272,21 @@ const notesDeployment = {
 const NoteV2 = Entity.make("Note", { description: "A note.", fields: { text: Schema.Number } })
 const NoteCreateV2 = Operation.make({ ...NoteCreate, owner: NoteV2, input: Schema.Struct({ text: Schema.Number }) })
 const NoteExplodeV2 = Operation.make({ ...NoteExplode, owner: NoteV2 })
-const notesV2 = RootSchema.make("notes", { entities: [NoteV2], operations: [NoteCreateV2, NoteExplodeV2] })
+const NoteSlowV2 = Operation.make({ ...NoteSlow, owner: NoteV2, input: Schema.Struct({ text: Schema.Number }) })
+const notesV2 = RootSchema.make("notes", { entities: [NoteV2], operations: [NoteCreateV2, NoteExplodeV2, NoteSlowV2] })
 const notesV2Deployment = {
   ...notesDeployment,
   root: notesV2,
   policy: Policy.make({
     entities: [Policy.entity(NoteV2, { read: Rule.always })],
-    operations: [Policy.operation(NoteCreateV2), Policy.operation(NoteExplodeV2)]
+    operations: [Policy.operation(NoteCreateV2), Policy.operation(NoteExplodeV2), Policy.operation(NoteSlowV2)]
   }),
   handlers: Handlers.make(
-    { entities: [NoteV2], operations: [NoteCreateV2, NoteExplodeV2] },
+    { entities: [NoteV2], operations: [NoteCreateV2, NoteExplodeV2, NoteSlowV2] },
     {
       "Note.create": ({ input, tx }) => Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id })),
-      "Note.explode": () => Effect.die(new Error("unused"))
+      "Note.explode": () => Effect.die(new Error("unused")),
+      "Note.slow": () => Effect.die(new Error("unused"))
     }
   )
 }
@@ -300,5 +342,43 @@ describe("failures inside the server, on every transport", () => {
         })
       )
     )
+  )
+
+  it.scopedLive("a full writer queue is 503 + Retry-After with nothing applied; the retried invocation commits exactly once", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: notesDeployment, env: { CAIRN_WRITER_QUEUE_LIMIT: "2", CAIRN_GROUP_COMMIT_MAX_BATCH: "1" } })
+      const token = yield* app.token({ sub: "alice", org: "acme" })
+      const ids = Array.from({ length: 12 }, () => uuidv7())
+      const slow = (id: string, i: number) => rpc(app, token, "Mutate", { operation: operation("Note", "slow"), input: { text: `n${i}` }, invocationId: id })
+      const first = yield* Effect.forEach(ids, slow, { concurrency: "unbounded" })
+      const refused = first.flatMap((answer, i) => (answer.status === 503 ? [i] : []))
+      assert.isAbove(refused.length, 0, "some invocations must find the queue full")
+      for (const i of refused) {
+        const answer = first[i]!
+        assert.strictEqual(answer.headers.get("retry-after"), "1")
+        const body = JSON.parse(answer.text)
+        assert.strictEqual(body.error, "overloaded")
+        assert.strictEqual(body.retryAfterSeconds, 1)
+        assert.include(body.message, "same invocationId")
+      }
+      for (const [i, answer] of first.entries()) {
+        if (answer.status !== 503) assert.strictEqual((answer.value as { outcome: string }).outcome, "committed", `invocation ${i}`)
+      }
+      // Nothing of a refused invocation was applied: only the accepted ones are stored.
+      const count = (answer: Answer) => (answer.value as { rows: ReadonlyArray<{ text: string }> }).rows.map((r) => r.text).sort()
+      const accepted = ids.flatMap((_, i) => (refused.includes(i) ? [] : [`n${i}`])).sort()
+      assert.deepStrictEqual(count(yield* rpc(app, token, "Query", { query: { ...allNotes, page: { first: 50 } } })), accepted)
+      // Retried one at a time with the same ids, each commits once; replaying an accepted one changes nothing.
+      for (const i of refused) {
+        const retried = yield* slow(ids[i]!, i)
+        assert.strictEqual((retried.value as { outcome: string }).outcome, "committed")
+      }
+      const replay = yield* slow(ids[first.findIndex((a) => a.status === 200)]!, first.findIndex((a) => a.status === 200))
+      assert.strictEqual((replay.value as { outcome: string }).outcome, "committed")
+      assert.deepStrictEqual(
+        count(yield* rpc(app, token, "Query", { query: { ...allNotes, page: { first: 50 } } })),
+        ids.map((_, i) => `n${i}`).sort()
+      )
+    })
   )
 })

@@ -4,11 +4,12 @@
  * by the resource. It also words the engine's refusals for HTTP (403 insufficient scope,
  * 503 overloaded or unavailable), so every transport answers them identically.
  */
-import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { accessScopes, type FrontErrorBody, type Principal } from "@cairn/domain"
+import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { accessScopes, type Principal } from "@cairn/domain"
 import { Effect } from "effect"
-import { Correlation, requestIdHeader } from "./Correlation.js"
+import { Correlation } from "./Correlation.js"
 import { Identity, type Resource } from "./Identity.js"
+import { frontError } from "./internal/frontError.js"
 import { foreignOrigin } from "./Loopback.js"
 import { httpStatusOf, type Refusal } from "./Refusal.js"
 import { Settings } from "./Settings.js"
@@ -41,13 +42,6 @@ export const challenge = (options: Challenge): string => {
 export const bearerToken = (authorization: string): string | undefined =>
   /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization)?.[1]
 
-/** A JSON refusal of the HTTP layer, carrying the request id like every other answer. */
-export const refusalResponse = (status: number, body: FrontErrorBody, headers: Record<string, string> = {}) =>
-  HttpServerResponse.unsafeJson(body, {
-    status,
-    headers: { "cache-control": "no-store", [requestIdHeader]: body.requestId, ...headers }
-  })
-
 export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/BearerGate", {
   effect: Effect.gen(function* () {
     const identity = yield* Identity
@@ -69,7 +63,7 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
           ...(scope ? { scope } : {}),
           ...(resourceMetadata ? { resourceMetadata } : {})
         })
-        return refusalResponse(status, { error, message, error_description: message, requestId }, { "www-authenticate": header })
+        return frontError(status, { error, message, error_description: message, requestId }, { "www-authenticate": header })
       })
 
     /**
@@ -103,7 +97,7 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
         const foreign = foreignOrigin(baseUrl, { host: request.headers["host"], origin: request.headers["origin"] })
         if (foreign !== undefined) {
           const requestId = yield* Correlation.id
-          return yield* Effect.fail(refusalResponse(403, { error: "forbidden", message: `Forbidden: ${foreign}`, requestId }))
+          return yield* Effect.fail(frontError(403, { error: "forbidden", message: `Forbidden: ${foreign}`, requestId }))
         }
         return principal
       })
@@ -119,7 +113,7 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
         const requestId = yield* Correlation.id
         const { error, status } = httpStatusOf(refusal)
         if (refusal._tag === "Overloaded") {
-          return refusalResponse(
+          return frontError(
             status,
             {
               error,
@@ -130,7 +124,7 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
             { "retry-after": String(refusal.retryAfterSeconds) }
           )
         }
-        return refusalResponse(status, { error, message: refusal.message, requestId })
+        return frontError(status, { error, message: refusal.message, requestId })
       })
 
     return { authenticate, refuse } as const

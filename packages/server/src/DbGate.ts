@@ -8,12 +8,13 @@
 import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
 import { Authentication, CurrentPrincipal, type PublicError } from "@cairn/domain"
 import { Context, Effect, Layer, Option } from "effect"
-import { BearerGate, refusalResponse } from "./BearerGate.js"
+import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
-import { payloadTooLarge } from "./internal/frontError.js"
+import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
 import { type EngineError, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
+import { envelopeProblem, type Framing } from "./RpcEnvelope.js"
 
 /** Per-request state a handler hands back to the gate (RPC responses themselves are always 200). */
 export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Exchange, { refusal: Refusal | undefined }>() {}
@@ -21,33 +22,37 @@ export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Excha
 const isTooLarge = (error: unknown) =>
   typeof error === "object" && error !== null && "cause" in error && error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
 
-export const DbGate = HttpLayerRouter.middleware(
-  Effect.gen(function* () {
-    const gate = yield* BearerGate
-    const limits = yield* Limits
-    return (httpEffect) =>
-      Effect.gen(function* () {
-        const request = yield* HttpServerRequest.HttpServerRequest
-        const admitted = yield* Effect.either(gate.authenticate(request, "db"))
-        if (admitted._tag === "Left") return admitted.left
-        const principal = admitted.right
-        const requestId = yield* Correlation.id
+/** The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route (`undefined`). */
+export const dbGate = (framing: Framing | undefined) =>
+  HttpLayerRouter.middleware(
+    Effect.gen(function* () {
+      const gate = yield* BearerGate
+      const limits = yield* Limits
+      return (httpEffect) =>
+        Effect.gen(function* () {
+          const request = yield* HttpServerRequest.HttpServerRequest
+          const admitted = yield* Effect.either(gate.authenticate(request, "db"))
+          if (admitted._tag === "Left") return admitted.left
+          const principal = admitted.right
+          const requestId = yield* Correlation.id
 
-        // Read (and cache on the request) the body under the limit before the RPC layer.
-        const body = yield* request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)), Effect.either)
-        if (body._tag === "Left") {
-          return isTooLarge(body.left)
-            ? payloadTooLarge(requestId, limits.maxBodyBytes)
-            : refusalResponse(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
-        }
-        if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+          // Read (and cache on the request) the body under the limit before the RPC layer.
+          const body = yield* request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)), Effect.either)
+          if (body._tag === "Left") {
+            return isTooLarge(body.left)
+              ? payloadTooLarge(requestId, limits.maxBodyBytes)
+              : frontError(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
+          }
+          if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+          const problem = framing === undefined ? undefined : envelopeProblem(body.right, framing)
+          if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
 
-        const exchange: Exchange["Type"] = { refusal: undefined }
-        const response = yield* httpEffect.pipe(Effect.provideService(CurrentPrincipal, principal), Effect.provideService(Exchange, exchange))
-        return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
-      })
-  })
-)
+          const exchange: Exchange["Type"] = { refusal: undefined }
+          const response = yield* httpEffect.pipe(Effect.provideService(CurrentPrincipal, principal), Effect.provideService(Exchange, exchange))
+          return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
+        })
+    })
+  )
 
 /**
  * One RPC's engine answer as the RPC layer sends it: public errors as typed failures,

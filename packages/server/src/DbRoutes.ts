@@ -5,18 +5,20 @@
  */
 import { HttpLayerRouter } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { refusalResponse } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
-import { DbGate } from "./DbGate.js"
+import { dbGate } from "./DbGate.js"
+import { frontError } from "./internal/frontError.js"
 import { RpcRoutes } from "./RpcRoutes.js"
 import { SyncRoutes } from "./SyncRoutes.js"
 
 const notFound = Effect.map(Correlation.id, (requestId) =>
-  refusalResponse(404, { error: "not_found", message: "No route under /db serves this method and path.", requestId })
+  frontError(404, { error: "not_found", message: "No route under /db serves this method and path.", requestId })
 )
 
 // `/db/*` does not match `/db` itself (nor `/db/`, which the router reads as `/db`).
-const Unrouted = Layer.mergeAll(HttpLayerRouter.add("*", "/db", notFound), HttpLayerRouter.add("*", "/db/*", notFound)).pipe(Layer.provide(DbGate.layer))
+const Unrouted = Layer.mergeAll(HttpLayerRouter.add("*", "/db", notFound), HttpLayerRouter.add("*", "/db/*", notFound)).pipe(
+  Layer.provide(dbGate(undefined).layer)
+)
 
 /** Needs the `DataPlane`, `BearerGate` and `Limits`. */
 export const DbRoutes = Layer.mergeAll(RpcRoutes, SyncRoutes, Unrouted)

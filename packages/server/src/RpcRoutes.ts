@@ -8,7 +8,7 @@ import { RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication, CurrentPrincipal, dataRpcPath, DataRpcsWire } from "@cairn/domain"
 import { Effect, Layer } from "effect"
 import { DataPlane } from "./DataPlane.js"
-import { answerRpc, DbAuthentication, DbGate } from "./DbGate.js"
+import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
 
 export const rpcPath = dataRpcPath
 
@@ -33,4 +33,4 @@ export const RpcRoutes = RpcServer.layerHttpRouter({
   protocol: "http",
   // One failing RPC must not end the others of the same HTTP request.
   disableFatalDefects: true
-}).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, DbGate.layer]))
+}).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json").layer]))

@@ -9,7 +9,7 @@ import { RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication, CurrentPrincipal, SyncRpcsWire } from "@cairn/domain"
 import { Effect, Layer, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
-import { answerRpc, DbAuthentication, DbGate } from "./DbGate.js"
+import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
 
 export const syncPath = "/db/sync"
 
@@ -37,4 +37,4 @@ export const SyncRoutes = RpcServer.layerHttpRouter({
   path: syncPath,
   protocol: "http",
   disableFatalDefects: true
-}).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerNdjson, DbGate.layer]))
+}).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerNdjson, dbGate("ndjson").layer]))

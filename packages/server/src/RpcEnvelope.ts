@@ -1,0 +1,68 @@
+/**
+ * The envelope of an @effect/rpc HTTP body, checked before the RPC layer reads it. The
+ * RPC layer turns an unreadable body into a defect that echoes the parser's error (its
+ * class name and text), and silently drops an NDJSON line without its newline; this
+ * check answers both with a plain 400 saying what a request looks like instead. It looks
+ * at the envelope only: payloads are the engine's to decode.
+ */
+
+export type Framing = "json" | "ndjson"
+
+const clientTags = new Set(["Request", "Ack", "Interrupt", "Ping", "Eof"])
+/** Request ids are decimal integers (the RPC layer reads them as bigints). */
+const requestId = /^[0-9]{1,20}$/
+
+const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
+
+const messageProblem = (message: unknown): string | undefined => {
+  if (!isObject(message)) return "each message must be a JSON object"
+  const tag = message["_tag"]
+  if (typeof tag !== "string" || !clientTags.has(tag)) return `"_tag" must be one of ${[...clientTags].join(", ")}`
+  if (tag === "Request") {
+    if (typeof message["id"] !== "string" || !requestId.test(message["id"])) return '"id" must be a decimal integer string'
+    if (typeof message["tag"] !== "string") return '"tag" must name the RPC'
+    const headers = message["headers"]
+    if (
+      !Array.isArray(headers) ||
+      headers.length > 64 ||
+      !headers.every((h) => Array.isArray(h) && h.length === 2 && typeof h[0] === "string" && typeof h[1] === "string")
+    ) {
+      return '"headers" must be a list of [name, value] string pairs'
+    }
+  }
+  if ((tag === "Ack" || tag === "Interrupt") && (typeof message["requestId"] !== "string" || !requestId.test(message["requestId"]))) {
+    return '"requestId" must be a decimal integer string'
+  }
+  return undefined
+}
+
+const parse = (text: string): { readonly ok: true; readonly value: unknown } | { readonly ok: false } => {
+  try {
+    return { ok: true, value: JSON.parse(text) }
+  } catch {
+    return { ok: false }
+  }
+}
+
+/** What is wrong with `body` as an RPC request body, or `undefined` when its envelope is sound. */
+export const envelopeProblem = (body: string, framing: Framing): string | undefined => {
+  const example =
+    framing === "json"
+      ? 'Send one JSON object: {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]}.'
+      : 'Send NDJSON: one {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]} per line, each line ending with a newline.'
+  if (framing === "json") {
+    const parsed = parse(body)
+    if (!parsed.ok) return `The request body is not valid JSON. ${example}`
+    const problem = messageProblem(parsed.value)
+    return problem === undefined ? undefined : `The request body is not an RPC message: ${problem}. ${example}`
+  }
+  if (!body.endsWith("\n")) return `The request body must end with a newline. ${example}`
+  const lines = body.slice(0, -1).split("\n")
+  for (const [i, line] of lines.entries()) {
+    const parsed = parse(line)
+    if (!parsed.ok) return `Line ${i + 1} of the request body is not valid JSON. ${example}`
+    const problem = messageProblem(parsed.value)
+    if (problem !== undefined) return `Line ${i + 1} of the request body is not an RPC message: ${problem}. ${example}`
+  }
+  return undefined
+}
