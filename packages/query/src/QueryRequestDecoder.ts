@@ -12,6 +12,7 @@ import {
   decodeStrict,
   InvalidQuery,
   type Issue,
+  isSummaryIssue,
   IsNull,
   QueryBudgetExceeded,
   QueryRequest,
@@ -26,16 +27,38 @@ const Negation = Schema.Struct({ op: Schema.Literal("not"), filter: Schema.Unkno
 
 const operators = [...ComparisonOp.literals, ...SetOp.literals, "isNull", "and", "or", "not"]
 
-/** Drops summaries that a more precise issue below them explains, and merges alternatives at one path. */
-const tidy = (issues: ReadonlyArray<Issue>): ReadonlyArray<Issue> => {
-  const precise = issues.filter((i) => !issues.some((j) => j.path !== i.path && j.path.startsWith(i.path === "/" ? "/" : `${i.path}/`)))
-  const byPath = new Map<string, Array<string>>()
-  for (const i of precise) {
-    const messages = byPath.get(i.path) ?? []
-    if (!messages.includes(i.message)) messages.push(i.message)
-    byPath.set(i.path, messages)
+/**
+ * Drops summaries that a more precise issue below them explains, and merges alternatives
+ * at one path. Sorted paths and a binary search per path keep it O(n log n): an issue
+ * list can be long, and a quadratic pass over it blocked the event loop. A trailing
+ * summary issue (`isSummaryIssue`) is kept last, never taken for a place.
+ */
+const tidy = (all: ReadonlyArray<Issue>): ReadonlyArray<Issue> => {
+  const last = all[all.length - 1]
+  const summary = last !== undefined && isSummaryIssue(last) ? last : undefined
+  const issues = summary === undefined ? all : all.slice(0, -1)
+  const paths = [...new Set(issues.map((i) => i.path))].sort()
+  const hasDescendant = (path: string): boolean => {
+    const prefix = path === "/" ? "/" : `${path}/`
+    let lo = 0
+    let hi = paths.length
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1
+      if (paths[mid]! < prefix) lo = mid + 1
+      else hi = mid
+    }
+    // The root's prefix is itself; the next path decides.
+    if (paths[lo] === path) lo++
+    return lo < paths.length && paths[lo]!.startsWith(prefix)
   }
-  return [...byPath].map(([path, messages]) => ({ path, message: messages.join(" or ") }))
+  const byPath = new Map<string, Set<string>>()
+  for (const i of issues) {
+    const messages = byPath.get(i.path)
+    if (messages) messages.add(i.message)
+    else if (!hasDescendant(i.path)) byPath.set(i.path, new Set([i.message]))
+  }
+  const tidied = [...byPath].map(([path, messages]) => ({ path, message: [...messages].join(" or ") }))
+  return summary === undefined ? tidied : [...tidied, summary]
 }
 
 const invalid = (raw: ReadonlyArray<Issue>) => {
