@@ -55,7 +55,7 @@ const isSmall = (u: unknown): boolean => {
     if (typeof v === "string") budget -= Math.ceil(v.length / 4)
     else if (typeof v === "object" && v !== null) {
       const values = Array.isArray(v) ? v : Object.keys(v).length > 16 ? undefined : Object.entries(v).flat()
-      if (values === undefined || values.length > 16) return false
+      if (values === undefined || values.length > 32) return false
       stack.push(...values)
     }
   }
