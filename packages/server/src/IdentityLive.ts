@@ -1,8 +1,9 @@
 /**
  * `Identity` verified with jose: bearer JWTs from trusted issuers (a JWKS URL, static
- * keys, or an explicitly configured HMAC secret), an algorithm allow-list, the
- * resource's audience, `exp`/`nbf` with a small clock tolerance, and a claim mapping to
- * the `Principal`. The database key comes only from the deployment's key claim.
+ * keys, or an explicitly configured HMAC secret), an algorithm allow-list, accepted token
+ * types (`typ`), the resource's audience (exactly one of ours), `exp`/`nbf` with a
+ * small clock tolerance, and a claim mapping to the `Principal`. The database key comes
+ * only from the deployment's key claim.
  */
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
@@ -26,6 +27,12 @@ export interface TrustedIssuer {
   readonly keys: KeySource
   /** Accepted `alg` values; default ES256, RS256 and EdDSA (a secret needs HS* named explicitly). */
   readonly algorithms?: ReadonlyArray<string>
+  /**
+   * Accepted `typ` header values; default `at+jwt` (RFC 9068) and `JWT`. Compared without
+   * case and without an `application/` prefix (RFC 7515 §4.1.9); a token without `typ` counts
+   * as `JWT` (RFC 7519 §5.1), so listing only `at+jwt` refuses untyped tokens too.
+   */
+  readonly tokenTypes?: ReadonlyArray<string>
 }
 
 export interface IdentityConfig {
@@ -43,6 +50,20 @@ export interface IdentityConfig {
 export class IdentityConfigError extends Data.TaggedError("IdentityConfigError")<{ readonly message: string }> {}
 
 export const defaultAlgorithms: ReadonlyArray<string> = ["ES256", "RS256", "EdDSA"]
+
+/**
+ * Access tokens typed as such (RFC 9068), and plain JWTs because many issuers (and the
+ * tokens this repository's tests and scripts mint) send `JWT` or no `typ` at all. An ID
+ * token typed `id_token+jwt`, a DPoP proof (`dpop+jwt`), a logout token and the like are
+ * refused: a JWT made for another purpose must not pass as an access token.
+ */
+export const defaultTokenTypes: ReadonlyArray<string> = ["at+jwt", "JWT"]
+
+/** A media type as `typ` compares: lower case, without `application/`. */
+const normalizeTokenType = (typ: string) => {
+  const lower = typ.toLowerCase()
+  return lower.startsWith("application/") ? lower.slice("application/".length) : lower
+}
 const asymmetric = new Set(["ES256", "ES384", "ES512", "RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "EdDSA", "Ed25519"])
 const hmac = new Set(["HS256", "HS384", "HS512"])
 
@@ -61,6 +82,12 @@ const validateIssuer = (trusted: TrustedIssuer): ReadonlyArray<string> => {
     } else if (asymmetric.has(alg)) {
       if (secret) problems.push(`${where}: ${alg} needs public keys (a JWKS), not a shared secret`)
     } else problems.push(`${where}: unknown algorithm "${alg}"`)
+  }
+  if (trusted.tokenTypes !== undefined) {
+    if (trusted.tokenTypes.length === 0) problems.push(`${where}: name at least one accepted token type (e.g. at+jwt)`)
+    for (const typ of trusted.tokenTypes) {
+      if (!/^[A-Za-z0-9][A-Za-z0-9!#$&^_.+\-/]*$/.test(typ)) problems.push(`${where}: the token type "${typ}" is not a media type`)
+    }
   }
   switch (trusted.keys._tag) {
     case "Secret":
@@ -156,9 +183,12 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
               ? createLocalJWKSet({ keys: [...trusted.keys.keys] })
               : new TextEncoder().encode(Redacted.value(trusted.keys.secret))
         const algorithms = [...(trusted.algorithms ?? defaultAlgorithms)]
-        return [trusted.issuer, { key, algorithms }] as const
+        const tokenTypes = new Set((trusted.tokenTypes ?? defaultTokenTypes).map(normalizeTokenType))
+        return [trusted.issuer, { key, algorithms, tokenTypes }] as const
       })
     )
+
+    const ourAudiences = [...new Set(Object.values(config.audiences))]
 
     const verify = Effect.fn("Identity.verify")(function* (token: string, resource: Resource) {
       if (token === "") return yield* new Unauthorized({ error: "invalid_request", description: "The request carries no bearer token." })
@@ -167,7 +197,7 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
       const verifier = typeof unverified.iss === "string" ? verifiers.get(unverified.iss) : undefined
       if (!verifier) return yield* invalid("The access token's issuer is not trusted here.")
       const now = yield* Clock.currentTimeMillis
-      const { payload } = yield* Effect.tryPromise({
+      const { payload, protectedHeader } = yield* Effect.tryPromise({
         try: () =>
           jwtVerify(token, verifier.key as Parameters<typeof jwtVerify>[1], {
             issuer: unverified.iss!,
@@ -187,6 +217,15 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
             : Effect.fail(invalid(describeFailure(error)))
         )
       )
+      // Checked on the verified header and claims: what jose leaves to the application.
+      const typ = protectedHeader.typ === undefined ? "jwt" : typeof protectedHeader.typ === "string" ? normalizeTokenType(protectedHeader.typ) : undefined
+      if (typ === undefined || !verifier.tokenTypes.has(typ)) {
+        return yield* invalid(`The access token's type (its "typ" header) is not one this service accepts; use an access token.`)
+      }
+      const audiences = typeof payload.aud === "string" ? [payload.aud] : payload.aud ?? []
+      if (ourAudiences.filter((aud) => audiences.includes(aud)).length > 1) {
+        return yield* invalid("The access token names more than one of this service's resources; request a token for exactly one.")
+      }
       return yield* toPrincipal(config, payload)
     })
     return { verify }
@@ -224,7 +263,8 @@ const parseJwks = (text: string): ReadonlyArray<JWK> | undefined => {
  * The operator's identity configuration, read through `Config`:
  * `CAIRN_ISSUER` with exactly one of `CAIRN_JWKS_URL`, `CAIRN_JWKS` (a JWKS document) or
  * `CAIRN_TOKEN_SECRET` (HMAC, needs `CAIRN_TOKEN_ALGORITHMS=HS256`);
- * `CAIRN_TOKEN_ALGORITHMS` (comma or space separated), `CAIRN_CLOCK_TOLERANCE` (seconds,
+ * `CAIRN_TOKEN_ALGORITHMS` and `CAIRN_TOKEN_TYPES` (accepted `typ` values, default
+ * `at+jwt JWT`; comma or space separated), `CAIRN_CLOCK_TOLERANCE` (seconds,
  * default 30), `CAIRN_ROLES_CLAIM` (default `roles`). Without `CAIRN_ISSUER` the
  * `FallbackIssuer` decides (the development issuer in development builds, none otherwise).
  */
@@ -233,6 +273,10 @@ export const identityConfig = Effect.gen(function* () {
   const deployment = yield* Deployment
   const issuer = yield* Config.option(Config.string("CAIRN_ISSUER"))
   const algorithms = yield* Config.option(Config.string("CAIRN_TOKEN_ALGORITHMS"))
+  const tokenTypes = yield* Config.option(Config.string("CAIRN_TOKEN_TYPES")).pipe(
+    Config.map(Option.map((t) => t.split(/[\s,]+/).filter((s) => s !== "")))
+  )
+  const typed = Option.isSome(tokenTypes) ? { tokenTypes: tokenTypes.value } : {}
   const clockToleranceSeconds = yield* Config.integer("CAIRN_CLOCK_TOLERANCE").pipe(Config.withDefault(30))
   const rolesClaim = yield* Config.string("CAIRN_ROLES_CLAIM").pipe(Config.withDefault("roles"))
   const base = {
@@ -243,7 +287,7 @@ export const identityConfig = Effect.gen(function* () {
   }
   if (Option.isNone(issuer) || issuer.value.trim() === "") {
     const fallback = yield* FallbackIssuer
-    return { ...base, issuers: [yield* fallback.trusted] } satisfies IdentityConfig
+    return { ...base, issuers: [{ ...(yield* fallback.trusted), ...typed }] } satisfies IdentityConfig
   }
   const jwksUrl = yield* Config.option(Config.string("CAIRN_JWKS_URL"))
   const jwks = yield* Config.option(Config.string("CAIRN_JWKS"))
@@ -265,7 +309,7 @@ export const identityConfig = Effect.gen(function* () {
   const algorithmList = Option.map(algorithms, (a) => a.split(/[\s,]+/).filter((s) => s !== ""))
   return {
     ...base,
-    issuers: [{ issuer: issuer.value.trim(), keys, ...(Option.isSome(algorithmList) ? { algorithms: algorithmList.value } : {}) }]
+    issuers: [{ issuer: issuer.value.trim(), keys, ...(Option.isSome(algorithmList) ? { algorithms: algorithmList.value } : {}), ...typed }]
   } satisfies IdentityConfig
 })
 

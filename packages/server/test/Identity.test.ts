@@ -1,12 +1,13 @@
 // Identity verified with jose against real signed tokens: the valid case and every attack
 // the issue names (alg none, wrong key, HMAC with the public key as secret, wrong aud,
-// wrong iss, expired, not yet valid, missing org), claim mapping, a JWKS URL served by a
-// real local HTTP server, and the configuration guards.
+// wrong iss, expired, not yet valid, missing org, a token of another type, one naming
+// both resources), claim mapping, a JWKS URL served by a real
+// local HTTP server, and the configuration guards.
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted, TestClock } from "effect"
-import { exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
+import { CompactSign, exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
 import { trackerDeployment } from "@cairn/tracker"
 import { Deployment } from "../src/Deployment.js"
 import { Identity, type Resource, Unauthorized } from "../src/Identity.js"
@@ -58,7 +59,7 @@ const claimsFor = (resource: Resource, extra: Claims = {}): Claims => ({
   ...extra
 })
 
-const sign = (claims: Claims, key: CryptoKey | Uint8Array, header: { alg: string; kid?: string } = { alg: "ES256", kid: "main" }) =>
+const sign = (claims: Claims, key: CryptoKey | Uint8Array, header: { alg: string; kid?: string; typ?: string } = { alg: "ES256", kid: "main" }) =>
   Effect.promise(() => new SignJWT({ ...claims }).setProtectedHeader(header).sign(key))
 
 const b64 = (value: unknown) => Buffer.from(JSON.stringify(value)).toString("base64url")
@@ -167,6 +168,51 @@ describe("Identity (jose)", () => {
       yield* refused(config, none)
     }))
 
+  it.effect("accepts access tokens typed at+jwt or JWT (or untyped) and refuses tokens of other types", () =>
+    Effect.gen(function* () {
+      const k = yield* keys
+      const typed = (typ: string | undefined) => sign(claimsFor("db"), k.main.privateKey, { alg: "ES256", kid: "main", ...(typ === undefined ? {} : { typ }) })
+      const config = configWith([k.main.publicJwk])
+      for (const typ of ["at+jwt", "AT+JWT", "application/at+jwt", "JWT", "jwt", "Application/JWT", undefined]) {
+        yield* accepted(config, yield* typed(typ))
+      }
+      const description = `The access token's type (its "typ" header) is not one this service accepts; use an access token.`
+      for (const typ of ["dpop+jwt", "id_token+jwt", "logout+jwt", "secevent+jwt", "application/dpop+jwt", "at+jwt+x", "", "application/"]) {
+        const error = yield* refused(config, yield* typed(typ))
+        assert.strictEqual(error.error, "invalid_token")
+        assert.strictEqual(error.description, description, JSON.stringify(typ))
+      }
+      // A typ that is not a string at all.
+      const odd = yield* Effect.promise(() =>
+        new CompactSign(new TextEncoder().encode(JSON.stringify(claimsFor("db"))))
+          .setProtectedHeader({ alg: "ES256", kid: "main", typ: 7 as unknown as string })
+          .sign(k.main.privateKey)
+      )
+      assert.strictEqual((yield* refused(config, odd)).description, description)
+      // An issuer configured for typed access tokens only refuses plain and untyped JWTs.
+      const strict = configWith([], { issuers: [{ issuer, keys: { _tag: "Jwks", keys: [k.main.publicJwk] }, tokenTypes: ["application/AT+JWT"] }] })
+      yield* accepted(strict, yield* typed("at+jwt"))
+      for (const typ of ["JWT", undefined]) assert.strictEqual((yield* refused(strict, yield* typed(typ))).description, description)
+    }))
+
+  it.effect("refuses a token whose audience names both of this service's resources", () =>
+    Effect.gen(function* () {
+      const k = yield* keys
+      const config = configWith([k.main.publicJwk])
+      const both = yield* sign(claimsFor("db", { aud: [`${base}/db`, `${base}/mcp`] }), k.main.privateKey)
+      for (const resource of ["db", "mcp"] as const) {
+        assert.strictEqual(
+          (yield* refused(config, both, resource)).description,
+          "The access token names more than one of this service's resources; request a token for exactly one."
+        )
+      }
+      // One of ours alongside a foreign audience is still a token for exactly one of ours.
+      const withForeign = yield* sign(claimsFor("db", { aud: ["https://elsewhere.test/api", `${base}/db`] }), k.main.privateKey)
+      yield* accepted(config, withForeign)
+      const listed = yield* sign(claimsFor("mcp", { aud: [`${base}/mcp`] }), k.main.privateKey)
+      yield* accepted(config, listed, "mcp")
+    }))
+
   it.effect("refuses a token from an untrusted issuer, even when signed with a trusted key", () =>
     Effect.gen(function* () {
       const k = yield* keys
@@ -263,6 +309,8 @@ describe("Identity (jose)", () => {
       assert.include(yield* problem(configWith([], { issuers: [{ issuer, keys: { _tag: "JwksUrl", url: "http://keys.example.com/jwks" } }] })), "must use https")
       assert.include(yield* problem(configWith([], { issuers: [] })), "no trusted issuer")
       assert.include(yield* problem(configWith([k.main.publicJwk], { clockToleranceSeconds: 3600 })), "clock tolerance")
+      assert.include(yield* problem(configWith([], { issuers: [{ issuer, keys: jwks, tokenTypes: [] }] })), "at least one accepted token type")
+      assert.include(yield* problem(configWith([], { issuers: [{ issuer, keys: jwks, tokenTypes: ["at jwt"] }] })), "is not a media type")
     }))
 })
 
@@ -362,6 +410,14 @@ describe("identity configuration", () => {
       assert.deepStrictEqual(config.issuers, [{ issuer, keys: { _tag: "Jwks", keys: [k.main.publicJwk] }, algorithms: ["ES256", "EdDSA"] }])
       const token = yield* sign(claimsFor("mcp"), k.main.privateKey)
       assert.strictEqual((yield* accepted(config, token, "mcp")).subject, "alice")
+      assert.isUndefined(config.issuers[0]!.tokenTypes)
+      const typed = yield* configFrom({ CAIRN_ISSUER: issuer, CAIRN_JWKS: JSON.stringify({ keys: [k.main.publicJwk] }), CAIRN_TOKEN_TYPES: "at+jwt, application/JWT" })
+      assert.deepStrictEqual(typed.issuers[0]!.tokenTypes, ["at+jwt", "application/JWT"])
+      const strict = yield* configFrom({ CAIRN_ISSUER: issuer, CAIRN_JWKS: JSON.stringify({ keys: [k.main.publicJwk] }), CAIRN_TOKEN_TYPES: "at+jwt" })
+      assert.strictEqual(
+        (yield* refused(strict, token, "mcp")).description,
+        `The access token's type (its "typ" header) is not one this service accepts; use an access token.`
+      )
     }))
 
   it.effect("needs exactly one key source for an external issuer", () =>
