@@ -259,7 +259,8 @@ describe("DevAuthServer", () => {
     )
   }
 
-  it.scoped("with the development issuer's key from the data dir, its tokens pass IdentityLive for exactly their resource", () =>
+  // Live clock: the authorization server stamps its tokens with the real time.
+  it.scopedLive("with the development issuer's key from the data dir, its tokens pass IdentityLive for exactly their resource", () =>
     Effect.gen(function* () {
       const port = yield* freePort()
       const asPort = yield* freePort()

@@ -1,7 +1,7 @@
 /**
  * `Identity` verified with jose: bearer JWTs from trusted issuers (a JWKS URL, static
  * keys, or an explicitly configured HMAC secret), an algorithm allow-list, accepted token
- * types (`typ`), the resource's audience (exactly one of ours), `exp`/`nbf` with a
+ * types (`typ`), the resource's audience (exactly one of ours), `exp`/`nbf`/`iat` with a
  * small clock tolerance, and a claim mapping to the `Principal`. The database key comes
  * only from the deployment's key claim.
  */
@@ -225,6 +225,10 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
       const audiences = typeof payload.aud === "string" ? [payload.aud] : payload.aud ?? []
       if (ourAudiences.filter((aud) => audiences.includes(aud)).length > 1) {
         return yield* invalid("The access token names more than one of this service's resources; request a token for exactly one.")
+      }
+      // jose checks a future `iat` only together with a maximum token age, which we do not set.
+      if (typeof payload.iat === "number" && payload.iat > now / 1000 + config.clockToleranceSeconds) {
+        return yield* invalid("The access token's issue time is in the future; check the issuer's clock.")
       }
       return yield* toPrincipal(config, payload)
     })

@@ -1,7 +1,7 @@
 // Identity verified with jose against real signed tokens: the valid case and every attack
 // the issue names (alg none, wrong key, HMAC with the public key as secret, wrong aud,
 // wrong iss, expired, not yet valid, missing org, a token of another type, one naming
-// both resources), claim mapping, a JWKS URL served by a real
+// both resources, one issued in the future), claim mapping, a JWKS URL served by a real
 // local HTTP server, and the configuration guards.
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
@@ -211,6 +211,20 @@ describe("Identity (jose)", () => {
       yield* accepted(config, withForeign)
       const listed = yield* sign(claimsFor("mcp", { aud: [`${base}/mcp`] }), k.main.privateKey)
       yield* accepted(config, listed, "mcp")
+    }))
+
+  it.effect("refuses a token issued in the future beyond the clock tolerance only", () =>
+    Effect.gen(function* () {
+      const k = yield* keys
+      const config = configWith([k.main.publicJwk])
+      const future = yield* sign(claimsFor("db", { iat: NOW + 60 }), k.main.privateKey)
+      assert.strictEqual((yield* refused(config, future)).description, "The access token's issue time is in the future; check the issuer's clock.")
+      yield* accepted(config, yield* sign(claimsFor("db", { iat: NOW + 30 }), k.main.privateKey))
+      yield* accepted(config, yield* sign(claimsFor("db", { iat: undefined }), k.main.privateKey))
+      const tight = configWith([k.main.publicJwk], { clockToleranceSeconds: 0 })
+      yield* refused(tight, yield* sign(claimsFor("db", { iat: NOW + 1 }), k.main.privateKey))
+      const invalidIat = yield* sign(claimsFor("db", { iat: "soon" }), k.main.privateKey)
+      assert.strictEqual((yield* refused(config, invalidIat)).description, "The access token's issue time is invalid.")
     }))
 
   it.effect("refuses a token from an untrusted issuer, even when signed with a trusted key", () =>
