@@ -37,7 +37,7 @@ const run = (command: string, args: ReadonlyArray<string>, env: Record<string, s
   })
 
 describe("external MCP clients", () => {
-  it.scoped("the conformance suite passes server-initialize, ping, tools-list, dns-rebinding-protection and matches the baseline", () =>
+  it.scopedLive("the conformance suite passes server-initialize, ping, tools-list, dns-rebinding-protection and matches the baseline", () =>
     Effect.gen(function* () {
       requireTool(node22, install.node22)
       requireTool(join(root, ".tools/conformance/node_modules/@modelcontextprotocol/conformance/dist/index.js"), install.conformance)
@@ -58,7 +58,7 @@ describe("external MCP clients", () => {
     })
   )
 
-  it.scoped("the MCP Inspector CLI lists exactly three tools and calls query", () =>
+  it.scopedLive("the MCP Inspector CLI lists exactly three tools and calls query", () =>
     Effect.gen(function* () {
       requireTool(node22, install.node22)
       requireTool(inspector, install.inspector)

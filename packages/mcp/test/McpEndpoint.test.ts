@@ -24,7 +24,7 @@ const v = { "mcp-protocol-version": "2025-11-25" }
 class StackTag extends Effect.Tag("test/Stack")<StackTag, Stack>() {}
 const StackLive = Layer.scoped(StackTag, startStack())
 
-layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
+layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint", (it) => {
   it.effect("publishes RFC 9728 metadata at the resource path and the root alias", () =>
     Effect.gen(function* () {
       const { base, issuer } = yield* StackTag
@@ -207,7 +207,7 @@ layer(StackLive, { timeout: 120_000 })("MCP endpoint", (it) => {
 })
 
 describe("tools/list", () => {
-  it.scoped("is exactly describe, query, mutate and byte-identical for tracker and a 500-entity catalog", () =>
+  it.scopedLive("is exactly describe, query, mutate and byte-identical for tracker and a 500-entity catalog", () =>
     Effect.gen(function* () {
       const bodies: Array<string> = []
       for (const root of [undefined, synthetic(500)]) {
@@ -235,7 +235,7 @@ describe("tools/list", () => {
 
 const op = (owner: string, name: string) => ({ kind: "operation", owner: { kind: "entity", name: owner }, name })
 
-layer(StackLive, { timeout: 120_000 })("the engine's answers through MCP", (it) => {
+layer(StackLive, { timeout: 120_000, excludeTestServices: true })("the engine's answers through MCP", (it) => {
   it.effect("operation_rejected carries the public reason; the database follows the token's org", () =>
     Effect.gen(function* () {
       const { mcpUrl, token } = yield* StackTag
@@ -301,7 +301,7 @@ const answering = (mutate: DataPlane["mutate"]) =>
 describe("transport mapping of failures that are not public errors", () => {
   const mutateCall = call("mutate", { operation: op("Project", "create"), input: { name: "x" }, invocationId: uuidv7() })
 
-  it.scoped("Overloaded is a JSON-RPC error with retryAfterSeconds, not a tool result", () =>
+  it.scopedLive("Overloaded is a JSON-RPC error with retryAfterSeconds, not a tool result", () =>
     Effect.gen(function* () {
       const stack = yield* startStack({
         plane: answering(() => Effect.fail(new Overloaded({ message: "The writer is busy; retry shortly.", retryAfterSeconds: 2 })))
@@ -314,7 +314,7 @@ describe("transport mapping of failures that are not public errors", () => {
     })
   )
 
-  it.scoped("a defect is a generic JSON-RPC error naming the request id, revealing nothing", () =>
+  it.scopedLive("a defect is a generic JSON-RPC error naming the request id, revealing nothing", () =>
     Effect.gen(function* () {
       const stack = yield* startStack({ plane: answering(() => Effect.dieMessage("SQLITE_CORRUPT at /var/data/0f3a.sqlite")) })
       const auth = { authorization: `Bearer ${yield* stack.token({ sub: "alice", org: "acme" })}`, ...v }

@@ -71,7 +71,7 @@ class MemoryProvider implements OAuthClientProvider {
 }
 
 describe("SDK client OAuth flow", () => {
-  it.effect("discovers, registers, signs in with PKCE, then describe, query, mutate, replay, invocation_conflict, catalog_changed", () =>
+  it.live("discovers, registers, signs in with PKCE, then describe, query, mutate, replay, invocation_conflict, catalog_changed", () =>
     Effect.gen(function* () {
       const provider = new MemoryProvider()
       const first = yield* Effect.scoped(firstRelease(provider))
