@@ -17,15 +17,15 @@ import { generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
 import { compile, CursorKey, View } from "@cairn/catalog"
 import { SyncClient } from "@cairn/client/SyncClient"
-import { Authentication, CurrentPrincipal, operationRef, Principal, type SyncScope } from "@cairn/domain"
+import { Authentication, CurrentPrincipal, DatabaseKey, InvocationId, operationRef, Principal, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
-import { databaseId, Databases, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import { databaseId, Databases, Layout, mutate, MutationGuard, OperationCatalog, StoreConfig } from "@cairn/store"
 import { Sync, SyncConfig, SyncHandlers, SyncRoutes } from "@cairn/sync"
 import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
 
 const CLIENTS = 1000
 const ROUNDS = 3
-const ORG = "org-bench"
+const ORG = DatabaseKey.make("org-bench")
 const AT = "2026-01-01T00:00:00.000Z"
 
 const policy = Effect.runSync(Effect.orDie(Effect.flatMap(compile(tracker), (c) => Policy.compile(c, trackerPolicy))))
@@ -36,7 +36,9 @@ const tasks: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" } }
 const storeLayer = (dataDir: string) =>
   Databases.Default.pipe(
     Layer.provide(StoreConfig.layer({ dataDir, maxOpenDatabases: 4 })),
-    Layer.provide(OperationCatalog.layer(catalog, trackerHandlers))
+    Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
+    // The benchmark measures sync: the owner's setup writes are allowed without policy.
+    Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 const engineLayer = (dataDir: string) =>
   Layer.merge(
@@ -45,16 +47,23 @@ const engineLayer = (dataDir: string) =>
   )
 
 const invoke = (name: string, input: unknown, target?: string) =>
-  mutate({
-    view: View.full(catalog),
-    principal: owner,
-    request: {
-      operation: operationRef(name.split(".")[0]!, name.split(".")[1]!),
-      input,
-      invocationId: uuidv7(),
-      ...(target !== undefined ? { target: { kind: "entity" as const, entity: name.split(".")[0]!, id: target } } : {})
-    }
-  }).pipe(Effect.orDie, Effect.map((r) => (r.output as { readonly id?: string } | undefined)?.id ?? ""))
+  Effect.scoped(
+    Effect.flatMap(
+      Effect.flatMap(Databases, (d) => d.activate(owner.databaseKey)),
+      (database) =>
+        mutate({
+          view: View.full(catalog),
+          principal: owner,
+          database,
+          request: {
+            operation: operationRef(name.split(".")[0]!, name.split(".")[1]!),
+            input,
+            invocationId: InvocationId.make(uuidv7()),
+            ...(target !== undefined ? { target: { kind: "entity" as const, entity: name.split(".")[0]!, id: target } } : {})
+          }
+        })
+    )
+  ).pipe(Effect.orDie, Effect.map((r) => (r.output as { readonly id?: string } | undefined)?.id ?? ""))
 
 /** Creates the database through the store (installed, with its owner's project), then closes it. */
 const create = (dataDir: string, setup: Effect.Effect<Record<string, string>, never, Databases>) =>
@@ -111,7 +120,7 @@ const fanout = async () => {
     const { privateKey, publicKey } = await generateKeyPair("ES256")
     const verify = async (token: string) => {
       const { payload } = await jwtVerify(token, publicKey, { audience: "cairn-bench", algorithms: ["ES256"] })
-      return new Principal({ subject: String(payload.sub), roles: [], claims: payload, scopes: [], databaseKey: String(payload["org"]) })
+      return new Principal({ subject: String(payload.sub), roles: [], claims: payload, scopes: [], databaseKey: DatabaseKey.make(String(payload["org"])) })
     }
     const AuthenticationLive = Layer.succeed(
       Authentication,

@@ -6,13 +6,31 @@
  */
 import { CursorKey, DescribeLimits, describe } from "@cairn/catalog"
 import { QueryLimits, QueryPlanner } from "@cairn/query"
-import { activateForRequest, Databases, mutate, OperationCatalog, StoreConfig, storeConfig } from "@cairn/store"
+import { CatalogChanged, type DatabaseKey, InternalError } from "@cairn/domain"
+import { Databases, mutate, OperationCatalog, StoreConfig, storeConfig } from "@cairn/store"
 import { Effect, Layer } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { Deployment } from "./Deployment.js"
 import { DiscoveryLimitsLive } from "./ExposureGuard.js"
 import { PolicyGuardLive } from "./PolicyGuard.js"
 import { Settings } from "./Settings.js"
+
+/**
+ * The caller's database for the current scope: a failure to open it is the operator's to
+ * fix, logged under a reference; the caller sees only an `InternalError`.
+ */
+const activateForRequest = (databaseKey: DatabaseKey) =>
+  Effect.flatMap(Databases, (databases) =>
+    databases.activate(databaseKey).pipe(
+      Effect.catchAll((error) =>
+        Effect.gen(function* () {
+          const correlationId = crypto.randomUUID()
+          yield* Effect.logError("database unavailable", error.message).pipe(Effect.annotateLogs({ correlationId }))
+          return yield* Effect.die(InternalError.withReference(correlationId))
+        })
+      )
+    )
+  )
 
 /** `DataPlane` over the deployment's policy, its databases and the query planner. */
 export const DataPlaneLive = Layer.effect(
@@ -36,7 +54,18 @@ export const DataPlaneLive = Layer.effect(
             planner.run({ view: policy.view(principal), principal, database: { id: database.id, sql: database.reader }, request })
           )
         ).pipe(Effect.provideService(QueryLimits, queryLimits), Effect.provide(context)),
-      mutate: (principal, request) => mutate({ view: policy.view(principal), principal, request }).pipe(Effect.provide(context))
+      mutate: (principal, request) => {
+        const view = policy.view(principal)
+        if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
+          return Effect.fail(new CatalogChanged({
+            message: "The catalog changed since the token in ifCatalog was issued. Call describe, then rebuild the request.",
+            catalogToken: view.token
+          }))
+        }
+        return Effect.scoped(
+          Effect.flatMap(activateForRequest(principal.databaseKey), (database) => mutate({ view, principal, request, database }))
+        ).pipe(Effect.provide(context))
+      }
     })
   })
 )

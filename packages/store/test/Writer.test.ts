@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Logger, Metric, Option, TestClock } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { InternalError, type MutateRequest, type Receipt } from "@cairn/domain"
-import { Databases, mutate, Position, Writer } from "@cairn/store"
-import { fullView, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
+import { type Database, Databases, Position, Writer } from "@cairn/store"
+import { fullView, mutate, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
 
 const send = (req: MutateRequest, subject = "alice") =>
   Effect.flatMap(fullView, (view) => mutate({ view, principal: principal(subject), request: req }))
@@ -11,7 +11,7 @@ const send = (req: MutateRequest, subject = "alice") =>
 const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
 
 /** Runs `f` with the caller's database held open (so tests can watch its queue). */
-const withDatabase = <A, E, R>(f: (db: Databases["activate"] extends (k: string) => Effect.Effect<infer D, any, any> ? D : never) => Effect.Effect<A, E, R>) =>
+const withDatabase = <A, E, R>(f: (db: Database) => Effect.Effect<A, E, R>) =>
   Effect.scoped(Effect.flatMap(Databases, (d) => Effect.flatMap(d.activate(principal().databaseKey), f)))
 
 const rows = (text: string, params: ReadonlyArray<unknown> = []) =>

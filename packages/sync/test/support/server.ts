@@ -6,12 +6,12 @@
 import { createServer } from "node:http"
 import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Authentication, CurrentPrincipal, Principal } from "@cairn/domain"
+import { Authentication, CurrentPrincipal, DatabaseKey, Principal } from "@cairn/domain"
 import type { Databases } from "@cairn/store"
-import { type Sync, type SyncConfigShape, SyncHandlers, SyncRoutes } from "@cairn/sync"
+import { type Sync, SyncHandlers, SyncRoutes } from "@cairn/sync"
 import { type Context, Effect, Layer, Option } from "effect"
 import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from "jose"
-import { engineLayer } from "./harness.js"
+import { type EngineOptions, engineLayer } from "./harness.js"
 import { ORG, tracker } from "./tracker.js"
 
 const issuer = "https://issuer.test"
@@ -50,7 +50,7 @@ const verify = (k: Keys, token: string) =>
       roles: Array.isArray(payload["roles"]) ? payload["roles"].map(String) : [],
       claims: payload,
       scopes: [],
-      databaseKey: payload["org"]
+      databaseKey: DatabaseKey.make(payload["org"])
     })
   })
 
@@ -86,7 +86,7 @@ export interface SyncServer {
 }
 
 /** Serves `/db/sync` over the store in `dataDir` for the life of the scope. */
-export const startServer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
+export const startServer = (dataDir: string, config: EngineOptions = {}) =>
   Effect.gen(function* () {
     const k = yield* keys
     const { policy } = yield* tracker
