@@ -176,6 +176,30 @@ describe("Writer", () => {
       }).pipe(Effect.provide(storeLayer({ dataDir, switches, writerQueueLimit: 2 })))
     }))
 
+  it.scoped("compaction waits while a group commit holds the write connection, then runs in its own transaction", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const switches: Switches = { latch: undefined, explode: false }
+      yield* Effect.gen(function* () {
+        for (const title of ["One", "Two", "Three"]) yield* send(request("Note", "create", { title }))
+        switches.latch = yield* Deferred.make<void>()
+        switches.entered = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(send(request("Note", "probe", { title: "Holder" })))
+        // The probe now runs inside the group's transaction.
+        yield* Deferred.await(switches.entered)
+        const compaction = yield* Effect.fork(withDatabase((db) => db.compact))
+        for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+        assert.isTrue(Option.isNone(yield* Fiber.poll(compaction)))
+        yield* Deferred.succeed(switches.latch, undefined)
+        const receipt = yield* Fiber.join(holder)
+        assert.strictEqual(receipt.position, Position.encode(4))
+        // Retaining one commit of the three committed when it started.
+        assert.strictEqual(yield* Fiber.join(compaction), 2)
+        const payloads = yield* rows(`SELECT changes FROM _cairn_commits ORDER BY position`)
+        assert.deepStrictEqual(payloads.map((r) => r.changes === "[]"), [true, true, false, false])
+      }).pipe(Effect.provide(storeLayer({ dataDir, switches, retainedCommits: 1 })))
+    }))
+
   it.scoped("receipts survive a restart: replays are identical, the log continues without a gap", () =>
     Effect.gen(function* () {
       const dataDir = yield* tempDir
