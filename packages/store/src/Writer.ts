@@ -27,9 +27,9 @@ import {
   Inaccessible,
   InternalError,
   type InvocationConflict,
+  type InvocationId,
   OperationRejected,
   Overloaded,
-  type InvocationId,
   type Principal,
   type Receipt,
   type Target
