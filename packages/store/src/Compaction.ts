@@ -24,14 +24,16 @@ export const compact = (writer: Pick<Writer.Writer, "position" | "compact">, ret
   }).pipe(Effect.withSpan("Compaction.compact", { root: true }))
 
 /**
- * Runs `run` every `every` until the scope closes (the database's: the job stops with it).
+ * Runs `run` every `every` until the scope closes (the database's: the job stops with it),
+ * logging under the database's opaque id.
  * A failed run is logged and the next one comes on schedule.
  */
-export const schedule = (run: Effect.Effect<number>, every: Duration.Duration) =>
+export const schedule = (run: Effect.Effect<number>, every: Duration.Duration, databaseId: string) =>
   Effect.sleep(every).pipe(
     Effect.zipRight(run),
     Effect.catchAllCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("compaction failed", cause))),
     Effect.forever,
+    Effect.annotateLogs({ database: databaseId }),
     // Forked from the activation that opened the database: it keeps none of that request's annotations.
     Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
     Effect.forkScoped,

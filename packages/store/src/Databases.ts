@@ -10,7 +10,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Effect, FiberId, Metric, RcMap, type Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, RcMap, type Scope } from "effect"
 import type { Catalog } from "@cairn/catalog"
 import { DatabaseId, type DatabaseKey, type Receipt } from "@cairn/domain"
 import * as Compaction from "./Compaction.js"
@@ -108,7 +108,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           maxBatch: config.groupCommitMaxBatch
         })
         const compact = Compaction.compact(writer, config.retainedCommits)
-        yield* Compaction.schedule(compact.pipe(Effect.annotateLogs({ database: id })), config.compactEvery)
+        yield* Compaction.schedule(compact, config.compactEvery, id)
         const database: Database = {
           id,
           catalog: operations.catalog,
@@ -145,7 +145,11 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
               opened.delete(id)
               yield* Metric.increment(Metric.tagged(evictions, "reason", reason))
               yield* gauge
-              yield* Effect.logInfo("database closed").pipe(Effect.annotateLogs({ database: id, reason }))
+              // Closed from whichever fiber let it go (an idle timer, a release): none of its request's annotations.
+              yield* Effect.logInfo("database closed").pipe(
+                Effect.annotateLogs({ database: id, reason }),
+                Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty())
+              )
             }
             yield* Deferred.succeed(closed, undefined)
           })
