@@ -5,14 +5,14 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Redacted } from "effect"
 import { type Catalog, compile, CursorKey, describe as describeCatalog, Entity, RootSchema, View } from "@cairn/catalog"
-import { operationRef, Principal, toPublicBody, type PublicError } from "@cairn/domain"
+import { DatabaseKey, operationRef, Principal, toPublicBody, type PublicError } from "@cairn/domain"
 import { inScope, type Lookup, permits, Policy, type RecordValue } from "@cairn/policy"
 import { Member, MemberAdd, ProjectArchive, tracker, trackerPolicy } from "@cairn/tracker"
 
 const Keys = CursorKey.layer(Redacted.make("tracker-policy-test"))
 
 const who = (subject: string, roles: ReadonlyArray<string> = []) =>
-  new Principal({ subject, roles, scopes: ["cairn:read", "cairn:write"], claims: { sub: subject, org: "acme" }, databaseKey: "acme" })
+  new Principal({ subject, roles, scopes: ["cairn:read", "cairn:write"], claims: { sub: subject, org: "acme" }, databaseKey: DatabaseKey.make("acme") })
 
 const admin = who("root", ["admin"])
 const alice = who("alice") // owner of P1

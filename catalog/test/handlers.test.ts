@@ -5,8 +5,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, TestClock } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { compile, View } from "@cairn/catalog"
-import { operationRef, Principal, type Receipt } from "@cairn/domain"
-import { Databases, mutate, OperationCatalog, OperationCatalogError, StoreConfig } from "@cairn/store"
+import { DatabaseKey, InvocationId, operationRef, Principal, type Receipt } from "@cairn/domain"
+import { Databases, mutate, MutationGuard, OperationCatalog, OperationCatalogError, StoreConfig } from "@cairn/store"
 import { tracker, trackerHandlers } from "@cairn/tracker"
 
 const catalog = Effect.orDie(compile(tracker))
@@ -25,25 +25,34 @@ const store = Effect.gen(function* () {
   )
   return Databases.Default.pipe(
     Layer.provide(StoreConfig.layer({ dataDir })),
-    Layer.provide(OperationCatalog.layer(catalog, trackerHandlers))
+    Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
+    // Tests only: these tests are about the handlers, not the policy that guards them.
+    Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 })
 
-const alice = new Principal({ subject: "alice", roles: [], claims: { email: "alice@example.com" }, scopes: [], databaseKey: "org-1" })
-const bob = new Principal({ subject: "bob", roles: [], claims: { email: "not an email" }, scopes: [], databaseKey: "org-1" })
+const alice = new Principal({ subject: "alice", roles: [], claims: { email: "alice@example.com" }, scopes: [], databaseKey: DatabaseKey.make("org-1") })
+const bob = new Principal({ subject: "bob", roles: [], claims: { email: "not an email" }, scopes: [], databaseKey: DatabaseKey.make("org-1") })
 
 const call = (principal: Principal, owner: string, name: string, input: unknown, target?: string) =>
   Effect.flatMap(catalog, (c) =>
-    mutate({
-      view: View.full(c),
-      principal,
-      request: {
-        operation: operationRef(owner, name),
-        input,
-        invocationId: uuidv7(),
-        ...(target !== undefined ? { target: { kind: "entity" as const, entity: owner, id: target } } : {})
-      }
-    })
+    Effect.scoped(
+      Effect.flatMap(
+        Effect.flatMap(Databases, (d) => d.activate(principal.databaseKey)),
+        (database) =>
+          mutate({
+            view: View.full(c),
+            principal,
+            database,
+            request: {
+              operation: operationRef(owner, name),
+              input,
+              invocationId: InvocationId.make(uuidv7()),
+              ...(target !== undefined ? { target: { kind: "entity" as const, entity: owner, id: target } } : {})
+            }
+          })
+      )
+    )
   )
 
 const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
@@ -54,7 +63,7 @@ const rejection = <A, E extends { readonly _tag: string; readonly message: strin
 const rowsOf = (table: string, where = "1 = 1", params: ReadonlyArray<unknown> = []) =>
   Effect.scoped(
     Effect.flatMap(Databases, (d) =>
-      Effect.flatMap(d.activate("org-1"), (db) => Effect.orDie(db.reader.unsafe<Record<string, unknown>>(`SELECT * FROM "${table}" WHERE ${where}`, params)))
+      Effect.flatMap(d.activate(DatabaseKey.make("org-1")), (db) => Effect.orDie(db.reader.unsafe<Record<string, unknown>>(`SELECT * FROM "${table}" WHERE ${where}`, params)))
     )
   )
 

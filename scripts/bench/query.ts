@@ -13,7 +13,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { compile, CursorKey, View } from "@cairn/catalog"
-import { Principal, type QueryDocumentV1 } from "@cairn/domain"
+import { DatabaseKey, Principal, type QueryDocumentV1 } from "@cairn/domain"
 import { QueryPlanner } from "@cairn/query"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
@@ -24,7 +24,7 @@ const ROUNDS = 5
 
 const catalog = Effect.runSync(compile(tracker))
 const view = View.full(catalog)
-const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: "bench" })
+const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: DatabaseKey.make("bench") })
 const document = (assignee: string): QueryDocumentV1 => ({
   version: 1,
   from: { kind: "entity", name: "Task" },

@@ -12,8 +12,8 @@ import Database from "better-sqlite3"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { compile, digest, View } from "@cairn/catalog"
-import { operationRef, Principal, type Receipt } from "@cairn/domain"
-import { Databases, Layout, Log, mutate, OperationCatalog, Position, StoreConfig, storeDefaults } from "@cairn/store"
+import { DatabaseKey, InvocationId, operationRef, Principal, type Receipt } from "@cairn/domain"
+import { Databases, Layout, Log, mutate, MutationGuard, OperationCatalog, Position, StoreConfig, storeDefaults } from "@cairn/store"
 import { tracker, trackerHandlers } from "@cairn/tracker"
 
 const SUBMITTERS = 256
@@ -23,17 +23,22 @@ const SYNCHRONOUS = storeDefaults.synchronous
 
 const catalog = Effect.runSync(compile(tracker))
 const view = View.full(catalog)
-const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: "bench" })
+const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: DatabaseKey.make("bench") })
+
+/** As the DataPlane calls `mutate`: the principal's database activated for each call. */
+const invoke = (request: Parameters<typeof mutate>[0]["request"]) =>
+  Effect.scoped(
+    Effect.flatMap(
+      Effect.flatMap(Databases, (d) => d.activate(principal.databaseKey)),
+      (database) => mutate({ view, principal, request, database })
+    )
+  )
 
 const taskCreate = (projectId: string, n: number) =>
-  mutate({
-    view,
-    principal,
-    request: {
-      operation: operationRef("Task", "create"),
-      input: { projectId, title: `task ${n}`, priority: (n % 5) + 1 },
-      invocationId: uuidv7()
-    }
+  invoke({
+    operation: operationRef("Task", "create"),
+    input: { projectId, title: `task ${n}`, priority: (n % 5) + 1 },
+    invocationId: InvocationId.make(uuidv7())
   })
 
 /** Rounds of committed `Task.create` operations through `mutate`; each answers operations per second. */
@@ -42,11 +47,13 @@ const writerRounds = async (dataDir: string) => {
     Databases.Default.pipe(
       Layer.provide(StoreConfig.layer({ dataDir, synchronous: SYNCHRONOUS })),
       Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
+      // The benchmark measures the writer, not the policy: every invocation is allowed.
+      Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void })),
       Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
     )
   )
   const project = await runtime.runPromise(
-    mutate({ view, principal, request: { operation: operationRef("Project", "create"), input: { name: "Bench" }, invocationId: uuidv7() } })
+    invoke({ operation: operationRef("Project", "create"), input: { name: "Bench" }, invocationId: InvocationId.make(uuidv7()) })
   )
   const projectId = (project.output as { readonly id: string }).id
   const round = (seconds: number) =>

@@ -8,6 +8,7 @@ import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Entity, Operation, RootSchema } from "@cairn/catalog"
+import { DatabaseKey } from "@cairn/domain"
 import { Policy, Rule } from "@cairn/policy"
 import { databaseId, Handlers } from "@cairn/store"
 import { Effect, Schema } from "effect"
@@ -25,7 +26,7 @@ const internals = (app: Running, answer: Answer, keys: ReadonlyArray<string> = [
   for (const word of ["sqlite", "SQLITE", "ActivationError", "Error:", "    at ", app.dataDir, "SELECT ", "databases/", ...keys]) {
     assert.notInclude(text, word, `answer leaks ${JSON.stringify(word)}: ${text.slice(0, 300)}`)
   }
-  for (const key of keys) assert.notInclude(text, databaseId(key))
+  for (const key of keys) assert.notInclude(text, databaseId(DatabaseKey.make(key)))
 }
 
 /** The three transports' public answers for one request must be identical. */
@@ -120,7 +121,7 @@ describe("transport conformance through the real App", () => {
       const app = yield* startApp()
       // The org's file is not a database: activation fails inside the store.
       mkdirSync(join(app.dataDir, "databases"), { recursive: true })
-      writeFileSync(join(app.dataDir, "databases", `${databaseId("broken")}.sqlite`), Buffer.alloc(8192, 0x5a))
+      writeFileSync(join(app.dataDir, "databases", `${databaseId(DatabaseKey.make("broken"))}.sqlite`), Buffer.alloc(8192, 0x5a))
       const db = yield* app.token({ sub: "alice", org: "broken" })
       const agent = yield* app.token({ sub: "alice", org: "broken", resource: "mcp" })
       const scope = { entities: [{ from: entity("Project") }] }

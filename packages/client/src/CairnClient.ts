@@ -32,8 +32,8 @@ export interface CairnClientOptions {
 export interface CairnClientShape {
   readonly describe: (request: DescribeRequest) => Effect.Effect<DescribeResult, PublicError | TransportError>
   readonly query: (request: QueryRequest) => Effect.Effect<QueryResult, PublicError | TransportError>
-  /** Invokes one operation; reuse the same `invocationId` to retry the same intent. */
-  readonly mutate: (request: MutateRequest) => Effect.Effect<Receipt, PublicError | TransportError>
+  /** Invokes one operation; reuse the same `invocationId` to retry the same intent. The server decodes it (any case). */
+  readonly mutate: (request: typeof MutateRequest.Encoded) => Effect.Effect<Receipt, PublicError | TransportError>
 }
 
 const decodeFrontError = Schema.decodeUnknown(FrontErrorBody)

@@ -1,6 +1,7 @@
 export * from "./DataRpcs.js"
 export * from "./Describe.js"
 export * from "./Mutate.js"
+export * from "./Ids.js"
 export * from "./Principal.js"
 export * from "./PublicError.js"
 export * from "./Query.js"

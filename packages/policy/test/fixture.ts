@@ -2,7 +2,7 @@
 // two-hop relationship, independent of the tracker so the policy package tests itself.
 import { Schema } from "effect"
 import { Entity, Operation, RootSchema } from "@cairn/catalog"
-import { Principal } from "@cairn/domain"
+import { DatabaseKey, Principal } from "@cairn/domain"
 
 export const Team = Entity.make("Team", {
   description: "A team.",
@@ -75,5 +75,5 @@ export const principalOf = (
     roles: options.roles ?? [],
     scopes: options.scopes ?? [],
     claims: { sub: subject, ...options.claims },
-    databaseKey: "acme"
+    databaseKey: DatabaseKey.make("acme")
   })

@@ -7,7 +7,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Runtime } from "effect"
 import fc from "fast-check"
 import { RowScope, View } from "@cairn/catalog"
-import { Principal, type QueryDocumentV1 } from "@cairn/domain"
+import { DatabaseKey, Principal, type QueryDocumentV1 } from "@cairn/domain"
 import { inScope, type Lookup, Policy, type RecordValue } from "@cairn/policy"
 import { QueryLimits, QueryPlanner, scopeSql } from "@cairn/query"
 import { trackerPolicy } from "@cairn/tracker"
@@ -19,7 +19,7 @@ const stamp = { createdAt: at, updatedAt: at }
 const policy = Effect.runSync(Policy.compile(catalog, trackerPolicy))
 
 const person = (subject: string, roles: ReadonlyArray<string> = []) =>
-  new Principal({ subject, roles, scopes: [], claims: { sub: subject }, databaseKey: "acme" })
+  new Principal({ subject, roles, scopes: [], claims: { sub: subject }, databaseKey: DatabaseKey.make("acme") })
 
 const data: Data = {
   Project: [

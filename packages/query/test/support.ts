@@ -9,7 +9,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Redacted } from "effect"
 import { type Catalog, compile, CursorKey, View } from "@cairn/catalog"
-import { Principal, type QueryDocumentV1, type Scalar } from "@cairn/domain"
+import { DatabaseKey, Principal, type QueryDocumentV1, type Scalar } from "@cairn/domain"
 import { evaluate, inScope, type Lookup, type RecordValue } from "@cairn/policy"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
@@ -42,7 +42,7 @@ export const TestLive = Layer.mergeAll(
 )
 
 export const who = (subject: string, databaseKey = "acme") =>
-  new Principal({ subject, roles: [], scopes: [], claims: { sub: subject }, databaseKey })
+  new Principal({ subject, roles: [], scopes: [], claims: { sub: subject }, databaseKey: DatabaseKey.make(databaseKey) })
 
 export type Data = Record<string, ReadonlyArray<RecordValue>>
 

@@ -117,7 +117,8 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("mutate", principal, decodeMutateRequest(payload))
         yield* ifCatalog(view, request.ifCatalog)
-        return yield* mutate({ view, principal, request }).pipe(Effect.provideService(Databases, databases))
+        const database = yield* open(principal)
+        return yield* mutate({ view, principal, request, database })
       }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate"))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>

@@ -7,7 +7,7 @@
  */
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
-import { Principal } from "@cairn/domain"
+import { DatabaseKey, Principal } from "@cairn/domain"
 import { Deployment } from "./Deployment.js"
 import { FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
@@ -248,7 +248,7 @@ const toPrincipal = (config: IdentityConfig, payload: JWTPayload): Effect.Effect
   if (!roles) return Effect.fail(invalid(`The access token's "${config.rolesClaim}" claim must be a string or a list of strings.`))
   const scopes = stringList(payload.scope !== undefined ? payload.scope : payload["scp"])
   if (!scopes) return Effect.fail(invalid(`The access token's scopes ("scope" or "scp") must be a string or a list of strings.`))
-  return Effect.succeed(new Principal({ subject, roles, scopes, claims: payload, databaseKey: key }))
+  return Effect.succeed(new Principal({ subject, roles, scopes, claims: payload, databaseKey: DatabaseKey.make(key) }))
 }
 
 /** `Identity` from an explicit configuration (tests, embedding). */

@@ -113,7 +113,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
     },
     mutate: (_principal, payload) => {
       const request = payload as MutateRequest
-      if (request.invocationId.startsWith("overload")) return Effect.fail(new Overloaded({ message: "The database is busy.", retryAfterSeconds: 3 }))
+      if (request.target?.id === "overload") return Effect.fail(new Overloaded({ message: "The database is busy.", retryAfterSeconds: 3 }))
       if (request.target?.id === "boom") return Effect.die(new Error(secretDefect))
       if (request.target?.id === "internal") return Effect.die(InternalError.withReference("ref-1234"))
       if (request.target?.id === "hidden") return Effect.fail(new Inaccessible({ message: "That target cannot be revealed." }))

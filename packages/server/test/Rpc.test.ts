@@ -152,7 +152,7 @@ describe("/db/rpc", () => {
     Effect.gen(function* () {
       const front = yield* startFront()
       const token = yield* front.token({ sub: "alice", org: "acme" })
-      const answer = yield* post(front, mutate("t1", "overload-1"), bearer(token))
+      const answer = yield* post(front, mutate("overload", "0190a5b0-0000-7000-8000-000000000005"), bearer(token))
       expect(answer.status).toBe(503)
       expect(answer.headers.get("retry-after")).toBe("3")
       expect(JSON.parse(answer.text)).toEqual({

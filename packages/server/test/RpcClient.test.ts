@@ -63,7 +63,7 @@ describe("CairnClient", () => {
           expect(tooLarge).toBeInstanceOf(PayloadTooLarge)
           expect((tooLarge as PayloadTooLarge).limitBytes).toBe(2048)
 
-          const overloaded = yield* complete("t1", "overload-7")
+          const overloaded = yield* complete("overload", "0190a5b0-0000-7000-8000-000000000007")
           expect(overloaded).toBeInstanceOf(Overloaded)
           expect((overloaded as Overloaded).retryAfterSeconds).toBe(3)
 

@@ -1,7 +1,8 @@
 /**
  * Activates per-database SQLite files: one file per database key (named by a digest
- * of the key), one write connection and one read-only connection per open file, an
- * LRU of open databases that closes idle ones. Callers hold a database for a scope.
+ * of the key), one write connection and one read-only connection per open file, kept
+ * open while in use, closed when idle or when too many are open. Callers hold a
+ * database for a scope.
  */
 import { createHash } from "node:crypto"
 import { mkdirSync } from "node:fs"
@@ -9,22 +10,10 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import {
-  Cause,
-  Clock,
-  Data,
-  Deferred,
-  Duration,
-  Effect,
-  ExecutionStrategy,
-  Exit,
-  FiberId,
-  Metric,
-  Queue,
-  Scope
-} from "effect"
+import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, RcMap, type Scope } from "effect"
 import type { Catalog } from "@cairn/catalog"
-import { InternalError, type Receipt } from "@cairn/domain"
+import { DatabaseId, type DatabaseKey, type Receipt } from "@cairn/domain"
+import * as Compaction from "./Compaction.js"
 import { install } from "./Install.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
@@ -34,7 +23,7 @@ import * as Writer from "./Writer.js"
 /** An open database. Valid while the scope it was activated in is open. */
 export interface Database {
   /** Opaque id (a digest of the key): safe for logs and metrics, never public. */
-  readonly id: string
+  readonly id: DatabaseId
   readonly catalog: Catalog
   /** A read-only connection for queries and sync. */
   readonly reader: SqlClient.SqlClient
@@ -46,13 +35,19 @@ export interface Database {
   readonly queued: Effect.Effect<number>
   /** The last committed position, as it changes: what sync's live tail waits on. */
   readonly committed: Writer.Writer["committed"]
-  /** Drops change payloads at or below a position (sync's retained history). */
-  readonly compact: Writer.Writer["compact"]
+  /**
+   * Compacts the log now, as its scheduled job does every `compactEvery`: keeps the change
+   * payloads of the last `retainedCommits` commits; answers how many commits lost theirs.
+   */
+  readonly compact: Effect.Effect<number>
 }
 
-/** Operator-facing: a database could not be opened or its catalog installed. */
+/**
+ * Operator-facing: a database could not be opened or its catalog installed. Its message
+ * names the internal id: log it, never show it to a caller.
+ */
 export class ActivationError extends Data.TaggedError("ActivationError")<{
-  readonly databaseId: string
+  readonly databaseId: DatabaseId
   readonly cause: unknown
 }> {
   override get message(): string {
@@ -62,8 +57,8 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
 }
 
 /** The opaque id of a database key: the file name, and what logs show. */
-export const databaseId = (databaseKey: string): string =>
-  createHash("sha256").update("cairn/database/v1\u0000").update(databaseKey).digest("hex").slice(0, 32)
+export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
+  DatabaseId.make(createHash("sha256").update("cairn/database/v1\u0000").update(databaseKey).digest("hex").slice(0, 32))
 
 export const activations = Metric.counter("cairn_database_activations_total", { description: "Databases opened" })
 export const evictions = Metric.counter("cairn_database_evictions_total", {
@@ -71,19 +66,7 @@ export const evictions = Metric.counter("cairn_database_evictions_total", {
 })
 export const openDatabases = Metric.gauge("cairn_databases_open", { description: "Databases currently open" })
 
-interface Entry {
-  readonly id: string
-  status: "opening" | "open" | "closing"
-  readonly ready: Deferred.Deferred<Database, ActivationError>
-  readonly closed: Deferred.Deferred<void>
-  scope: Scope.CloseableScope | undefined
-  leases: number
-  lastUsed: number
-}
-
-type Lease =
-  | { readonly _tag: "Wait"; readonly closed: Deferred.Deferred<void> }
-  | { readonly _tag: "Join" | "Open"; readonly entry: Entry }
+type CloseReason = "idle" | "capacity" | "shutdown"
 
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
@@ -91,16 +74,23 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const operations = yield* OperationCatalog
     const guard = yield* MutationGuard
     const reactivity = yield* Reactivity.make
-    const serviceScope = yield* Effect.scope
     const directory = join(config.dataDir, "databases")
     yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
 
-    const entries = new Map<string, Entry>()
-    /** Wakes the idle sweeper when a database is released. */
-    const wake = yield* Queue.sliding<void>(1)
-    const gauge = Effect.suspend(() => Metric.set(openDatabases, entries.size))
+    // Bookkeeping next to the RcMap (which owns activation, ref counts and idle expiry).
+    // Every step below that reads and changes it is synchronous: atomic on the one JS thread.
+    /** Databases activated and not yet closed. */
+    const opened = new Set<DatabaseId>()
+    /** Callers holding (or waiting for) each database, and when it was last used: the LRU. */
+    const usage = new Map<DatabaseId, { users: number; lastUsed: number }>()
+    /** Files with a live activation, each with a latch completed once it is fully closed. */
+    const files = new Map<DatabaseId, Deferred.Deferred<void>>()
+    /** Databases being closed for capacity (any other close is idle expiry or shutdown). */
+    const evicting = new Set<DatabaseId>()
+    let shuttingDown = false
+    const gauge = Effect.suspend(() => Metric.set(openDatabases, opened.size))
 
-    const openFile = (id: string) =>
+    const openFile = (id: DatabaseId) =>
       Effect.gen(function* () {
         const filename = join(directory, `${id}.sqlite`)
         const sql = yield* SqliteClient.make({ filename })
@@ -117,156 +107,131 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           queueLimit: config.writerQueueLimit,
           maxBatch: config.groupCommitMaxBatch
         })
-        const database: Database = { id, catalog: operations.catalog, reader, ...writer }
+        const compact = Compaction.compact(writer, config.retainedCommits)
+        yield* Compaction.schedule(compact, config.compactEvery, id)
+        const database: Database = {
+          id,
+          catalog: operations.catalog,
+          reader,
+          submit: writer.submit,
+          position: writer.position,
+          queued: writer.queued,
+          committed: writer.committed,
+          compact
+        }
         return { database, installed }
       }).pipe(Effect.provideService(Reactivity.Reactivity, reactivity))
 
-    const close = (entry: Entry, reason: "idle" | "capacity" | "shutdown") =>
+    /** Opens one database in the RcMap entry's scope; everything it opened closes with that scope. */
+    const lookup = (id: DatabaseId): Effect.Effect<Database, ActivationError, Scope.Scope> =>
       Effect.gen(function* () {
-        if (entry.scope) yield* Scope.close(entry.scope, Exit.void)
-        yield* Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id))
-        yield* Deferred.succeed(entry.closed, undefined)
-        yield* Metric.increment(Metric.tagged(evictions, "reason", reason))
-        yield* gauge
-        yield* Effect.logInfo("database closed").pipe(Effect.annotateLogs({ database: entry.id, reason }))
-      })
-
-    /** Marks the chosen idle databases as closing (in one synchronous step), then closes them. */
-    const evict = (reason: "idle" | "capacity", choose: (open: ReadonlyArray<Entry>, now: number) => ReadonlyArray<Entry>) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const victims = yield* Effect.sync(() => {
-          const idle = [...entries.values()].filter((e) => e.status === "open" && e.leases === 0)
-          const chosen = choose(idle, now)
-          for (const e of chosen) e.status = "closing"
-          return chosen
-        })
-        yield* Effect.forEach(victims, (e) => close(e, reason), { discard: true })
-      })
-
-    const overCapacity = evict("capacity", (idle) => {
-      const live = [...entries.values()].filter((e) => e.status !== "closing").length
-      const excess = live - config.maxOpenDatabases
-      return excess <= 0 ? [] : [...idle].sort((a, b) => a.lastUsed - b.lastUsed).slice(0, excess)
-    })
-
-    const idleMillis = Duration.toMillis(config.idleTimeout)
-    const sweepIdle = evict("idle", (idle, now) => idle.filter((e) => now - e.lastUsed >= idleMillis))
-
-    const open = (entry: Entry) =>
-      Effect.gen(function* () {
-        const scope = yield* Scope.fork(serviceScope, ExecutionStrategy.sequential)
-        entry.scope = scope
-        const result = yield* Effect.exit(Scope.extend(openFile(entry.id), scope))
-        if (Exit.isFailure(result)) {
-          yield* Scope.close(scope, Exit.void)
-          yield* Effect.sync(() => entries.get(entry.id) === entry && entries.delete(entry.id))
-          const error = new ActivationError({ databaseId: entry.id, cause: Cause.squash(result.cause) })
-          yield* Effect.logError("database activation failed", result.cause).pipe(Effect.annotateLogs({ database: entry.id }))
-          yield* Deferred.fail(entry.ready, error)
-          yield* Deferred.succeed(entry.closed, undefined)
-          return
+        // One file, one writer: a new activation of a file waits until its previous one has closed.
+        for (;;) {
+          const previous = files.get(id)
+          if (previous === undefined) break
+          yield* Deferred.await(previous)
         }
-        entry.status = "open"
+        const closed = Deferred.unsafeMake<void>(FiberId.none)
+        files.set(id, closed)
+        let activated = false
+        // Added first, so it runs last: after the writer, the reader and the file are closed.
+        yield* Effect.addFinalizer(() =>
+          Effect.gen(function* () {
+            files.delete(id)
+            const reason: CloseReason = shuttingDown ? "shutdown" : evicting.has(id) ? "capacity" : "idle"
+            evicting.delete(id)
+            if (usage.get(id)?.users === 0) usage.delete(id)
+            if (activated) {
+              opened.delete(id)
+              yield* Metric.increment(Metric.tagged(evictions, "reason", reason))
+              yield* gauge
+              // Closed from whichever fiber let it go (an idle timer, a release): none of its request's annotations.
+              yield* Effect.logInfo("database closed").pipe(
+                Effect.annotateLogs({ database: id, reason }),
+                Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty())
+              )
+            }
+            yield* Deferred.succeed(closed, undefined)
+          })
+        )
+        const { database, installed } = yield* openFile(id).pipe(
+          Effect.catchAllCause((cause) =>
+            Effect.zipRight(
+              Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id })),
+              Effect.fail(new ActivationError({ databaseId: id, cause: Cause.squash(cause) }))
+            )
+          )
+        )
+        activated = true
+        opened.add(id)
         yield* Metric.increment(activations)
         yield* gauge
-        yield* Effect.logInfo("database activated").pipe(
-          Effect.annotateLogs({ database: entry.id, catalog: result.value.installed })
-        )
-        yield* Deferred.succeed(entry.ready, result.value.database)
-        yield* overCapacity
+        yield* Effect.logInfo("database activated").pipe(Effect.annotateLogs({ database: id, catalog: installed }))
+        return database
       })
 
-    // Bookkeeping runs in synchronous steps (atomic on the one JS thread), so the hot path
-    // of an already open database takes no lock.
-    const acquire = (id: string) =>
+    // RcMap's own `capacity` refuses a new key when full; ours closes the least recently
+    // used idle databases instead and lets in-use ones exceed it, so it is enforced below.
+    const databases = yield* RcMap.make({ lookup, idleTimeToLive: config.idleTimeout })
+    // Added after the RcMap, so it runs before the RcMap closes every database.
+    yield* Effect.addFinalizer(() => Effect.sync(() => (shuttingDown = true)))
+
+    /** Closes the least recently used idle databases while more than `maxOpenDatabases` are open. */
+    const evictOverCapacity = Effect.suspend(() => {
+      const excess = opened.size - evicting.size - config.maxOpenDatabases
+      if (excess <= 0) return Effect.void
+      const victims = [...opened]
+        .filter((id) => !evicting.has(id) && (usage.get(id)?.users ?? 0) === 0)
+        .sort((a, b) => (usage.get(a)?.lastUsed ?? 0) - (usage.get(b)?.lastUsed ?? 0))
+        .slice(0, excess)
+      for (const id of victims) evicting.add(id)
+      return Effect.forEach(victims, (id) => RcMap.invalidate(databases, id), { discard: true })
+    })
+
+    const use = (id: DatabaseId) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.sync((): Lease => {
-          const existing = entries.get(id)
-          if (existing?.status === "closing") return { _tag: "Wait", closed: existing.closed }
-          if (existing) {
-            existing.leases += 1
-            existing.lastUsed = now
-            return { _tag: "Join", entry: existing }
-          }
-          const entry: Entry = {
-            id,
-            status: "opening",
-            ready: Deferred.unsafeMake<Database, ActivationError>(FiberId.none),
-            closed: Deferred.unsafeMake<void>(FiberId.none),
-            scope: undefined,
-            leases: 1,
-            lastUsed: now
-          }
-          entries.set(id, entry)
-          return { _tag: "Open", entry }
+        Effect.sync(() => {
+          const entry = usage.get(id)
+          if (entry) {
+            entry.users += 1
+            entry.lastUsed = now
+          } else usage.set(id, { users: 1, lastUsed: now })
         })
       )
 
-    const release = (entry: Entry) =>
+    const unuse = (id: DatabaseId) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
         Effect.suspend(() => {
-          entry.leases -= 1
+          const entry = usage.get(id)
+          if (!entry) return Effect.void
+          entry.users -= 1
           entry.lastUsed = now
-          if (entry.leases > 0) return Effect.void
-          return entries.size > config.maxOpenDatabases ? Effect.zipRight(overCapacity, Queue.offer(wake, undefined)) : Queue.offer(wake, undefined)
+          if (entry.users === 0 && !opened.has(id)) usage.delete(id)
+          return entry.users === 0 ? evictOverCapacity : Effect.void
         })
       )
 
     /**
      * The database of `databaseKey`, created and laid out on first use. It stays open
-     * (never evicted) until the caller's scope closes.
+     * (never closed under its users) until the caller's scope closes.
      */
-    const activate = Effect.fn("Databases.activate")(function* (databaseKey: string) {
+    const activate = Effect.fn("Databases.activate")(function* (databaseKey: DatabaseKey) {
       const id = databaseId(databaseKey)
-      for (;;) {
-        const lease = yield* Effect.acquireRelease(acquire(id), (l) => (l._tag === "Wait" ? Effect.void : release(l.entry)))
-        if (lease._tag === "Wait") {
-          yield* Deferred.await(lease.closed)
-          continue
-        }
-        if (lease._tag === "Open") yield* Effect.uninterruptible(open(lease.entry))
-        return yield* Deferred.await(lease.entry.ready)
-      }
+      // Counted before the RcMap reference is taken and released after it is dropped, so
+      // a database with users is never chosen for eviction.
+      yield* Effect.acquireRelease(use(id), () => unuse(id))
+      const database = yield* RcMap.get(databases, id).pipe(
+        // A failed activation is not kept: the next caller tries again.
+        Effect.tapError(() => RcMap.invalidate(databases, id))
+      )
+      yield* evictOverCapacity
+      return database
     })
-
-    // Sleeps until the earliest idle deadline, or until a release changes the deadlines;
-    // it never polls, so nothing runs while every database is in use or none is open.
-    const sweeper = Effect.gen(function* () {
-      for (;;) {
-        yield* sweepIdle
-        const now = yield* Clock.currentTimeMillis
-        const deadlines = [...entries.values()].filter((e) => e.status === "open" && e.leases === 0).map((e) => e.lastUsed + idleMillis)
-        const released = Queue.take(wake)
-        yield* deadlines.length === 0 ? released : Effect.race(released, Effect.sleep(Duration.millis(Math.max(0, Math.min(...deadlines) - now))))
-      }
-    })
-    yield* Effect.forkScoped(sweeper)
-    yield* Effect.addFinalizer(() =>
-      Effect.forEach([...entries.values()], (e) => close(e, "shutdown"), { discard: true })
-    )
 
     return {
       activate,
       /** Opaque ids of the open databases (for health and tests). */
-      open: Effect.sync(() => [...entries.values()].filter((e) => e.status === "open").map((e) => e.id))
+      open: Effect.sync(() => [...opened])
     } as const
   })
 }) {}
-
-/**
- * The caller's database for the current scope, for a request: a failure to open it is the
- * operator's to fix, logged under a reference; the caller sees only an `InternalError`.
- */
-export const activateForRequest = (databaseKey: string) =>
-  Effect.flatMap(Databases, (databases) =>
-    databases.activate(databaseKey).pipe(
-      Effect.catchAll((error) =>
-        Effect.gen(function* () {
-          const correlationId = crypto.randomUUID()
-          yield* Effect.logError("database unavailable", error.message).pipe(Effect.annotateLogs({ correlationId }))
-          return yield* Effect.die(InternalError.withReference(correlationId))
-        })
-      )
-    )
-  )

@@ -6,8 +6,8 @@
  * nullability or set of allowed values, a new required field) fails activation and
  * needs an explicit migration.
  */
-import type { SqlClient } from "@effect/sql"
-import { Data, Effect } from "effect"
+import { type SqlClient, SqlSchema } from "@effect/sql"
+import { Data, Effect, Schema } from "effect"
 import { canonicalJson, type Catalog } from "@cairn/catalog"
 import * as Layout from "./Layout.js"
 import { ddl, installTable } from "./Log.js"
@@ -22,21 +22,24 @@ export class IncompatibleCatalog extends Data.TaggedError("IncompatibleCatalog")
   }
 }
 
-interface StoredField {
-  readonly name: string
-  readonly column: string
-  readonly nullable: boolean
-  readonly literals?: ReadonlyArray<string | number | boolean>
-}
-interface StoredEntity {
-  readonly name: string
-  readonly fields: ReadonlyArray<StoredField>
-  readonly indexes: ReadonlyArray<{ readonly name: string; readonly fields: ReadonlyArray<string> }>
-}
+const StoredField = Schema.Struct({
+  name: Schema.String,
+  column: Schema.String,
+  nullable: Schema.Boolean,
+  literals: Schema.optional(Schema.Array(Schema.Union(Schema.String, Schema.Number, Schema.Boolean)))
+})
+const StoredEntity = Schema.Struct({
+  name: Schema.String,
+  fields: Schema.Array(StoredField),
+  indexes: Schema.Array(Schema.Struct({ name: Schema.String, fields: Schema.Array(Schema.String) }))
+})
 /** What the file's tables mean: enough to judge whether a catalog reinterprets them. */
-export interface Representation {
-  readonly entities: ReadonlyArray<StoredEntity>
-}
+export const Representation = Schema.Struct({ entities: Schema.Array(StoredEntity) })
+export type Representation = typeof Representation.Type
+
+/** The install record; `representation` stays text, compared as written before it is decoded. */
+const InstallRow = Schema.Struct({ root: Schema.String, catalog_token: Schema.String, representation: Schema.String })
+const decodeRepresentation = Schema.decodeUnknown(Schema.parseJson(Representation))
 
 export const representationOf = (catalog: Catalog): Representation => ({
   entities: catalog.entities.map((e) => ({
@@ -99,16 +102,16 @@ export const plan = (installed: Representation, catalog: Catalog): Plan => {
  * nothing changed) when the catalog would reinterpret stored data.
  */
 export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: string, now: string) =>
-  Effect.gen(function* () {
-    yield* sql.unsafe("BEGIN IMMEDIATE")
-    const body = Effect.gen(function* () {
+  sql.withTransaction(
+    Effect.gen(function* () {
       for (const statement of ddl) yield* sql.unsafe(statement)
-      const rows = yield* sql.unsafe<{ readonly root: string; readonly catalog_token: string; readonly representation: string }>(
-        `SELECT root, catalog_token, representation FROM ${installTable} WHERE id = 1`
-      )
+      const found = yield* SqlSchema.findOne({
+        Request: Schema.Void,
+        Result: InstallRow,
+        execute: () => sql`SELECT root, catalog_token, representation FROM ${sql(installTable)} WHERE id = 1`
+      })(undefined)
       const representation = representationOf(catalog)
-      const current = rows[0]
-      if (!current) {
+      if (found._tag === "None") {
         for (const statement of Layout.catalogDdl(catalog)) yield* sql.unsafe(statement)
         yield* sql.unsafe(
           `INSERT INTO ${installTable} (id, root, catalog_token, fingerprint, representation, installed_at, updated_at) VALUES (1, ?, ?, ?, ?, ?, ?)`,
@@ -116,6 +119,7 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
         )
         return "installed" as const
       }
+      const current = found.value
       if (current.root !== catalog.name) {
         return yield* new IncompatibleCatalog({
           databaseId,
@@ -125,7 +129,7 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
       if (current.representation === canonicalJson(representation)) {
         if (current.catalog_token === catalog.token) return "unchanged" as const
       } else {
-        const { problems, statements } = plan(JSON.parse(current.representation) as Representation, catalog)
+        const { problems, statements } = plan(yield* decodeRepresentation(current.representation), catalog)
         if (problems.length > 0) return yield* new IncompatibleCatalog({ databaseId, problems })
         for (const statement of statements) yield* sql.unsafe(statement)
       }
@@ -135,9 +139,4 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
       )
       return "updated" as const
     })
-    return yield* Effect.gen(function* () {
-      const outcome = yield* body
-      yield* sql.unsafe("COMMIT")
-      return outcome
-    }).pipe(Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))))
-  })
+  )

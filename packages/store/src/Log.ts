@@ -3,8 +3,8 @@
  * (one row per committed invocation, positions 1, 2, 3… without gaps), `_cairn_receipts`
  * (every decided intent by invocation id) and `_cairn_install` (the catalog installed).
  */
-import type { SqlClient } from "@effect/sql"
-import { Effect } from "effect"
+import { type SqlClient, SqlSchema } from "@effect/sql"
+import { Effect, Schema } from "effect"
 
 export const commitsTable = "_cairn_commits"
 export const receiptsTable = "_cairn_receipts"
@@ -17,12 +17,13 @@ export const compactionTable = "_cairn_compaction"
  * `Layout.decodeRecord` gives them; `null` when the row did not / does not exist.
  * Several writes to one row in one invocation are folded into one change.
  */
-export interface Change {
-  readonly entity: string
-  readonly id: string
-  readonly before: Readonly<Record<string, unknown>> | null
-  readonly after: Readonly<Record<string, unknown>> | null
-}
+export const Change = Schema.Struct({
+  entity: Schema.String,
+  id: Schema.String,
+  before: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown })),
+  after: Schema.NullOr(Schema.Record({ key: Schema.String, value: Schema.Unknown }))
+})
+export type Change = typeof Change.Type
 
 /** A `_cairn_commits` row, as sync reads it. */
 export interface Commit {
@@ -78,31 +79,37 @@ export const lastPosition = (sql: SqlClient.SqlClient) =>
     (rows) => Number(rows[0]?.p ?? 0)
   )
 
-/** Commits after `position`, in order, at most `limit`. */
+/** A `_cairn_commits` row as sync reads it: `changes` is stored JSON, decoded, not cast. */
+const CommitRow = Schema.Struct({
+  position: Schema.Number,
+  invocation_id: Schema.String,
+  operation: Schema.String,
+  target_entity: Schema.NullOr(Schema.String),
+  target_id: Schema.NullOr(Schema.String),
+  changes: Schema.parseJson(Schema.Array(Change)),
+  committed_at: Schema.String
+})
+
+/** Commits after `position`, in order, at most `limit`. A row that does not decode is a defect. */
 export const commitsAfter = (sql: SqlClient.SqlClient, position: number, limit: number) =>
-  Effect.map(
-    sql.unsafe<{
-      readonly position: number
-      readonly invocation_id: string
-      readonly operation: string
-      readonly target_entity: string | null
-      readonly target_id: string | null
-      readonly changes: string
-      readonly committed_at: string
-    }>(
-      `SELECT position, invocation_id, operation, target_entity, target_id, changes, committed_at FROM ${commitsTable} WHERE position > ? ORDER BY position LIMIT ?`,
-      [position, limit]
-    ),
-    (rows): ReadonlyArray<Commit> =>
+  SqlSchema.findAll({
+    Request: Schema.Struct({ position: Schema.Number, limit: Schema.Number }),
+    Result: CommitRow,
+    execute: (request) =>
+      sql`SELECT position, invocation_id, operation, target_entity, target_id, changes, committed_at FROM ${sql(commitsTable)} WHERE position > ${request.position} ORDER BY position LIMIT ${request.limit}`
+  })({ position, limit }).pipe(
+    Effect.map((rows): ReadonlyArray<Commit> =>
       rows.map((r) => ({
-        position: Number(r.position),
+        position: r.position,
         invocationId: r.invocation_id,
         operation: r.operation,
         targetEntity: r.target_entity,
         targetId: r.target_id,
-        changes: JSON.parse(r.changes) as ReadonlyArray<Change>,
+        changes: r.changes,
         committedAt: r.committed_at
       }))
+    ),
+    Effect.catchTag("ParseError", Effect.die)
   )
 
 /** The compaction watermark: commits at or below it kept no change payload (0 when none were compacted). */

@@ -1,13 +1,12 @@
 /**
- * `mutate`, the engine every transport calls: validates the request against the
- * caller's visible catalog, names the intent, and hands it to the single writer of
- * the caller's database; answers with the durable receipt (or its stored refusal).
+ * `mutate`: validates a request against the caller's visible catalog, names the intent,
+ * and hands it to the single writer of the caller's already activated database; answers
+ * with the durable receipt (or its stored refusal). Activation and `ifCatalog` are the
+ * DataPlane's: they are the same for every request kind.
  */
 import { Effect, Schema } from "effect"
-import { validate as isUuid, version as uuidVersion } from "uuid"
 import { digest, type View } from "@cairn/catalog"
 import {
-  CatalogChanged,
   decodeStrict,
   InvalidInput,
   type MutateRequest,
@@ -15,19 +14,20 @@ import {
   type Receipt,
   UnknownDefinition
 } from "@cairn/domain"
-import { activateForRequest, type Databases } from "./Databases.js"
+import type { Database } from "./Databases.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 
 export interface MutateArgs {
   /** The caller's visible catalog: hidden operations are answered as nonexistent. */
   readonly view: View
-  /** The verified caller; `databaseKey` selects the database. */
+  /** The verified caller. */
   readonly principal: Principal
+  /** Decoded by `decodeMutateRequest`: its `invocationId` is a lowercased UUIDv7. */
   readonly request: MutateRequest
+  /** The caller's database, activated (for the caller's scope) by the DataPlane. */
+  readonly database: Database
 }
-
-const isUuidV7 = (id: string) => isUuid(id) && uuidVersion(id) === 7
 
 /** Digest of what makes two invocations the same intent. */
 export const intentOf = (subject: string, operation: string, target: MutateRequest["target"], encodedInput: unknown) =>
@@ -37,13 +37,7 @@ export const intentOf = (subject: string, operation: string, target: MutateReque
  * Invokes one operation. Failures are the public errors of the spec, `Overloaded`
  * (retryable, nothing applied), or a defect carrying an `InternalError`.
  */
-export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, request }: MutateArgs) {
-  if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
-    return yield* new CatalogChanged({
-      message: "The catalog changed since the token in ifCatalog was issued. Call describe, then rebuild the request.",
-      catalogToken: view.token
-    })
-  }
+export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, request, database }: MutateArgs) {
   const ref = request.operation
   const operation = view.operation(ref.owner.name, ref.name)
   if (!operation) {
@@ -80,16 +74,9 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
       }),
     "/input"
   )(request.input ?? {})
-  if (!isUuidV7(request.invocationId)) {
-    return yield* new InvalidInput({
-      message: "invocationId must be a UUIDv7 (time-ordered UUID) that names this one intent.",
-      issues: [{ path: "/invocationId", message: "is not a UUIDv7" }]
-    })
-  }
-  const invocationId = request.invocationId.toLowerCase()
   const encodedInput = yield* Effect.orDie(Schema.encode(operation.input)(input))
   const invocation: Writer.Invocation = {
-    invocationId,
+    invocationId: request.invocationId,
     operation,
     target,
     input,
@@ -98,5 +85,5 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
     catalogToken: view.token
   }
   // Replays pass the writer too: it answers them from the receipts in commit order.
-  return yield* Effect.scoped(Effect.flatMap(activateForRequest(principal.databaseKey), (database) => database.submit(invocation)))
-}) satisfies (args: MutateArgs) => Effect.Effect<Receipt, unknown, Databases>
+  return yield* database.submit(invocation)
+}) satisfies (args: MutateArgs) => Effect.Effect<Receipt, unknown>

@@ -1,8 +1,9 @@
 /**
  * The authorization hook of the writer: called inside the transaction before the
- * handler, with read access to the data. Allows everything until policy provides one.
+ * handler, with read access to the data. Required: a deployment provides its policy's
+ * guard (`PolicyGuardLive`); there is no default, so a layer graph without one does not build.
  */
-import { Context, Effect } from "effect"
+import { Context, type Effect } from "effect"
 import type { CompiledOperation } from "@cairn/catalog"
 import type { Inaccessible, OperationRejected, Principal } from "@cairn/domain"
 import type { TxRead } from "./Tx.js"
@@ -25,6 +26,4 @@ export interface MutationGuardShape {
   readonly check: (check: MutationCheck) => Effect.Effect<void, Inaccessible | OperationRejected>
 }
 
-export class MutationGuard extends Context.Reference<MutationGuard>()("@cairn/store/MutationGuard", {
-  defaultValue: (): MutationGuardShape => ({ check: () => Effect.void })
-}) {}
+export class MutationGuard extends Context.Tag("@cairn/store/MutationGuard")<MutationGuard, MutationGuardShape>() {}

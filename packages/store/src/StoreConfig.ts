@@ -1,6 +1,7 @@
 /**
  * Operator settings of the store: where database files live, how durable a commit is,
- * how many databases stay open, and the writer's queue and group-commit limits.
+ * how many databases stay open, the writer's queue and group-commit limits, and how
+ * much change history compaction keeps and how often it runs.
  */
 import { Config, Context, Duration, Layer } from "effect"
 
@@ -19,6 +20,10 @@ export interface StoreConfigShape {
   readonly writerQueueLimit: number
   /** Most invocations one group-commit transaction takes. */
   readonly groupCommitMaxBatch: number
+  /** Commits whose change payloads compaction keeps; sync sends older cursors to a resnapshot. */
+  readonly retainedCommits: number
+  /** How often each open database's log is compacted. */
+  readonly compactEvery: Duration.Duration
 }
 
 export const storeDefaults = {
@@ -26,7 +31,9 @@ export const storeDefaults = {
   maxOpenDatabases: 64,
   idleTimeout: Duration.minutes(5),
   writerQueueLimit: 1024,
-  groupCommitMaxBatch: 256
+  groupCommitMaxBatch: 256,
+  retainedCommits: 100_000,
+  compactEvery: Duration.minutes(5)
 } as const satisfies Omit<StoreConfigShape, "dataDir">
 
 const positive = (name: string) =>
@@ -40,7 +47,10 @@ export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
   maxOpenDatabases: positive("CAIRN_MAX_OPEN_DATABASES").pipe(Config.withDefault(storeDefaults.maxOpenDatabases)),
   idleTimeout: Config.duration("CAIRN_DATABASE_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.idleTimeout)),
   writerQueueLimit: positive("CAIRN_WRITER_QUEUE_LIMIT").pipe(Config.withDefault(storeDefaults.writerQueueLimit)),
-  groupCommitMaxBatch: positive("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch))
+  groupCommitMaxBatch: positive("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch)),
+  // Named for what they serve: the history sync can resume from.
+  retainedCommits: positive("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
+  compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery))
 })
 
 export class StoreConfig extends Context.Tag("@cairn/store/StoreConfig")<StoreConfig, StoreConfigShape>() {

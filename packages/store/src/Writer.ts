@@ -27,6 +27,7 @@ import {
   Inaccessible,
   InternalError,
   type InvocationConflict,
+  type InvocationId,
   OperationRejected,
   Overloaded,
   type Principal,
@@ -44,7 +45,7 @@ import * as Position from "./Position.js"
 
 /** One validated mutation intent, ready for the writer. */
 export interface Invocation {
-  readonly invocationId: string
+  readonly invocationId: InvocationId
   readonly operation: CompiledOperation
   readonly target: Target | undefined
   /** Decoded with the operation's input schema. */
@@ -71,8 +72,9 @@ export interface Writer {
   /** The last committed position, published after each group commit (sync's live tail). */
   readonly committed: Subscribable.Subscribable<number>
   /**
-   * Drops the change payloads of commits at or below `through` (see `Log.compact`),
-   * between group commits on the write connection; answers how many were dropped.
+   * Drops the change payloads of commits at or below `through` (see `Log.compact`) in a
+   * transaction of its own on the write connection, so it takes turns with group commits
+   * (the client holds the connection for a transaction); answers how many were dropped.
    */
   readonly compact: (through: number) => Effect.Effect<number>
 }
@@ -111,17 +113,27 @@ interface Item {
   readonly deferred: Deferred.Deferred<Receipt, SubmitError>
 }
 
-/** A commit row, as bound into the batch insert. */
-type CommitRow = readonly [number, string, string, string | null, string | null, string, string, string, string, string]
-/** A receipt row, as bound into the batch insert. */
-type ReceiptRow = readonly [string, string, "committed" | "rejected", number, string]
-
-const insertCommits = `INSERT INTO ${commitsTable}
-  (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at)
-  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4, value ->> 5, value ->> 6, value ->> 7, value ->> 8, value ->> 9
-  FROM json_each(?)`
-const insertReceipts = `INSERT INTO ${receiptsTable} (invocation_id, intent, outcome, position, receipt)
-  SELECT value ->> 0, value ->> 1, value ->> 2, value ->> 3, value ->> 4 FROM json_each(?)`
+/** A `_cairn_commits` row, as the group's batch insert binds it. */
+type CommitRow = {
+  readonly position: number
+  readonly invocation_id: string
+  readonly operation: string
+  readonly target_entity: string | null
+  readonly target_id: string | null
+  readonly intent: string
+  readonly subject: string
+  readonly receipt: string
+  readonly changes: string
+  readonly committed_at: string
+}
+/** A `_cairn_receipts` row, as the group's batch insert binds it. */
+type ReceiptRow = {
+  readonly invocation_id: string
+  readonly intent: string
+  readonly outcome: "committed" | "rejected"
+  readonly position: number
+  readonly receipt: string
+}
 
 const correlationId = () => crypto.randomUUID()
 
@@ -133,8 +145,6 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const statements = statementsFor(catalog)
     let committed = yield* Effect.orDie(lastPosition(sql))
     const published = yield* SubscriptionRef.make(committed)
-    // Group commits and compaction take turns on the one write connection.
-    const exclusive = yield* Effect.makeSemaphore(1)
     let closed = false
     const queue = yield* Queue.dropping<Item>(options.queueLimit)
 
@@ -195,10 +205,13 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       }
     }
 
-    /** One group: one transaction, one savepoint per invocation, receipts and log rows batched at the end. */
+    /**
+     * One group: one transaction, a nested one (a savepoint) per invocation, receipts and
+     * log rows batched at the end. The client holds the write connection for the whole
+     * transaction, so nothing else (compaction) writes in between.
+     */
     const transaction = (items: ReadonlyArray<Item>, now: string) =>
       Effect.gen(function* () {
-        yield* sql.unsafe("BEGIN IMMEDIATE")
         const decided = new Map(
           yield* Receipts.load(sql, [...new Set(items.map((i) => i.invocation.invocationId))])
         )
@@ -216,41 +229,49 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             answers.push(replay)
             continue
           }
-          yield* sql.unsafe("SAVEPOINT cairn_invocation")
           const changes = new ChangeSet()
-          const exit = yield* Effect.exit(attempt(invocation, changes, now))
+          // A failure rolls back to the invocation's savepoint: its neighbours in the group are untouched.
+          const exit = yield* Effect.exit(sql.withTransaction(attempt(invocation, changes, now)))
           if (Exit.isSuccess(exit)) {
-            yield* sql.unsafe("RELEASE cairn_invocation")
             position += 1
             const receipt = receiptOf(invocation, now, position, { output: exit.value })
             const receiptJson = JSON.stringify(receipt)
             const t = invocation.target
-            commitRows.push([
+            commitRows.push({
               position,
-              invocation.invocationId,
-              operationKey(invocation.operation),
-              t ? t.entity : null,
-              t ? t.id : null,
-              invocation.intent,
-              invocation.principal.subject,
-              receiptJson,
-              JSON.stringify(changes.toArray()),
-              now
-            ])
-            receiptRows.push([invocation.invocationId, invocation.intent, "committed", position, receiptJson])
+              invocation_id: invocation.invocationId,
+              operation: operationKey(invocation.operation),
+              target_entity: t ? t.entity : null,
+              target_id: t ? t.id : null,
+              intent: invocation.intent,
+              subject: invocation.principal.subject,
+              receipt: receiptJson,
+              changes: JSON.stringify(changes.toArray()),
+              committed_at: now
+            })
+            receiptRows.push({
+              invocation_id: invocation.invocationId,
+              intent: invocation.intent,
+              outcome: "committed",
+              position,
+              receipt: receiptJson
+            })
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.succeed(receipt))
             note("committed")
             continue
           }
-          // Undo whatever the invocation wrote; its neighbours in the group are untouched.
-          yield* sql.unsafe("ROLLBACK TO cairn_invocation")
-          yield* sql.unsafe("RELEASE cairn_invocation")
           const failure = Cause.failureOption(exit.cause)
           if (Option.isSome(failure) && (failure.value instanceof Rejection || failure.value instanceof OperationRejected)) {
             const reason = failure.value instanceof Rejection ? failure.value.reason : failure.value.message
             const receipt = receiptOf(invocation, now, position, { reason })
-            receiptRows.push([invocation.invocationId, invocation.intent, "rejected", position, JSON.stringify(receipt)])
+            receiptRows.push({
+              invocation_id: invocation.invocationId,
+              intent: invocation.intent,
+              outcome: "rejected",
+              position,
+              receipt: JSON.stringify(receipt)
+            })
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.fail(new OperationRejected({ message: reason, receipt })))
             note("rejected")
@@ -267,18 +288,17 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             note("defect")
           }
         }
-        if (commitRows.length > 0) yield* sql.unsafe(insertCommits, [JSON.stringify(commitRows)])
-        if (receiptRows.length > 0) yield* sql.unsafe(insertReceipts, [JSON.stringify(receiptRows)])
-        yield* sql.unsafe("COMMIT")
+        if (commitRows.length > 0) yield* sql`INSERT INTO ${sql(commitsTable)} ${sql.insert(commitRows)}`
+        if (receiptRows.length > 0) yield* sql`INSERT INTO ${sql(receiptsTable)} ${sql.insert(receiptRows)}`
         return { answers, position, tally }
-      }).pipe(Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))))
+      }).pipe(sql.withTransaction)
 
     const runGroup = (items: ReadonlyArray<Item>) =>
       Effect.gen(function* () {
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         yield* Metric.update(groupSize, items.length)
         // Statements get no spans of their own: the group's span covers them, at a fraction of the cost.
-        const result = yield* Effect.exit(exclusive.withPermits(1)(Effect.withTracerEnabled(transaction(items, now), false)))
+        const result = yield* Effect.exit(Effect.withTracerEnabled(transaction(items, now), false))
         if (Exit.isSuccess(result)) {
           committed = result.value.position
           yield* SubscriptionRef.set(published, committed)
@@ -321,17 +341,9 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       })
 
     const compact = (through: number) =>
-      exclusive.withPermits(1)(
-        Effect.gen(function* () {
-          yield* sql.unsafe("BEGIN IMMEDIATE")
-          const dropped = yield* compactLog(sql, Math.min(through, committed))
-          yield* sql.unsafe("COMMIT")
-          return dropped
-        }).pipe(
-          Effect.onError(() => Effect.ignore(sql.unsafe("ROLLBACK"))),
-          Effect.orDie,
-          Effect.withSpan("Writer.compact")
-        )
+      Effect.suspend(() => sql.withTransaction(compactLog(sql, Math.min(through, committed)))).pipe(
+        Effect.orDie,
+        Effect.withSpan("Writer.compact")
       )
 
     return { submit, position: Effect.sync(() => committed), queued: Queue.size(queue), committed: published, compact }

@@ -1,5 +1,6 @@
 export * as Layout from "./Layout.js"
 export * as Position from "./Position.js"
+export * as Compaction from "./Compaction.js"
 export * from "./Databases.js"
 export * as Handler from "./Handler.js"
 export * as Handlers from "./Handlers.js"

@@ -3,9 +3,9 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { compile } from "@cairn/catalog"
-import type { MutateRequest, Receipt } from "@cairn/domain"
-import { Databases, Layout, Log, mutate, Position } from "@cairn/store"
-import { fullView, notes, principal, storeLayer, tempDir } from "./support/notes.js"
+import { DatabaseKey, type MutateRequest, type Receipt } from "@cairn/domain"
+import { Databases, Layout, Log, Position } from "@cairn/store"
+import { fullView, mutate, notes, principal, storeLayer, tempDir } from "./support/notes.js"
 
 const repoRoot = join(import.meta.dirname, "..", "..", "..")
 const fixture = join(import.meta.dirname, "fixtures", "crashWriter.ts")
@@ -69,7 +69,7 @@ describe("crash safety", () => {
         const note = catalog.entity("Note")!
         const { commits, rows, receipts } = yield* Effect.scoped(
           Effect.gen(function* () {
-            const db = yield* (yield* Databases).activate(crashKey)
+            const db = yield* (yield* Databases).activate(DatabaseKey.make(crashKey))
             return {
               commits: yield* Effect.orDie(Log.commitsAfter(db.reader, 0, 1_000_000)),
               rows: yield* Effect.orDie(db.reader.unsafe<Record<string, unknown>>(`SELECT * FROM "Note"`)),

@@ -3,9 +3,9 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Duration, Effect, Exit, Metric, Option, Schema, TestClock } from "effect"
 import { compile, Entity, RootSchema } from "@cairn/catalog"
-import { InternalError, type Receipt } from "@cairn/domain"
-import { activations, ActivationError, Databases, databaseId, evictions, Install, mutate } from "@cairn/store"
-import { fullView, notes, Note, principal, request, storeLayer, tempDir } from "./support/notes.js"
+import { DatabaseKey, type Receipt } from "@cairn/domain"
+import { activations, ActivationError, Databases, databaseId, evictions, Install } from "@cairn/store"
+import { fullView, mutate, notes, Note, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
 const keyA = "org-acme"
 const keyB = "org-globex"
@@ -18,12 +18,12 @@ const create = (title: string, databaseKey = keyA) =>
 const query = (databaseKey: string, text: string) =>
   Effect.scoped(
     Effect.flatMap(Databases, (d) =>
-      Effect.flatMap(d.activate(databaseKey), (db) => Effect.orDie(db.reader.unsafe<Record<string, any>>(text)))
+      Effect.flatMap(d.activate(DatabaseKey.make(databaseKey)), (db) => Effect.orDie(db.reader.unsafe<Record<string, any>>(text)))
     )
   )
 
 const openIds = Effect.flatMap(Databases, (d) => d.open)
-const touch = (key: string) => Effect.scoped(Effect.flatMap(Databases, (d) => d.activate(key)))
+const touch = (key: string) => Effect.scoped(Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(key))))
 const counter = (metric: Metric.Metric.Counter<number>) => Effect.map(Metric.value(metric), (s) => s.count)
 
 describe("Databases", () => {
@@ -34,9 +34,9 @@ describe("Databases", () => {
         yield* create("In A", keyA)
         yield* create("In B", keyB)
         const files = readdirSync(join(dataDir, "databases")).filter((f) => f.endsWith(".sqlite")).sort()
-        assert.deepStrictEqual(files, [`${databaseId(keyA)}.sqlite`, `${databaseId(keyB)}.sqlite`].sort())
+        assert.deepStrictEqual(files, [`${databaseId(DatabaseKey.make(keyA))}.sqlite`, `${databaseId(DatabaseKey.make(keyB))}.sqlite`].sort())
         assert.isFalse(readdirSync(join(dataDir, "databases")).some((f) => f.includes("acme") || f.includes("globex")))
-        assert.notInclude(databaseId(keyA), "acme")
+        assert.notInclude(databaseId(DatabaseKey.make(keyA)), "acme")
         assert.deepStrictEqual((yield* query(keyA, `SELECT title FROM "Note"`)).map((r) => r.title), ["In A"])
         assert.deepStrictEqual((yield* query(keyB, `SELECT title FROM "Note"`)).map((r) => r.title), ["In B"])
 
@@ -57,7 +57,7 @@ describe("Databases", () => {
       yield* Effect.gen(function* () {
         const exit = yield* Effect.scoped(
           Effect.flatMap(Databases, (d) =>
-            Effect.flatMap(d.activate(keyA), (db) => Effect.exit(db.reader.unsafe(`INSERT INTO "Note" (id, title, done, count) VALUES ('x', 't', 0, 0)`)))
+            Effect.flatMap(d.activate(DatabaseKey.make(keyA)), (db) => Effect.exit(db.reader.unsafe(`INSERT INTO "Note" (id, title, done, count) VALUES ('x', 't', 0, 0)`)))
           )
         )
         assert.isTrue(Exit.isFailure(exit))
@@ -71,9 +71,9 @@ describe("Databases", () => {
       yield* Effect.gen(function* () {
         const before = yield* counter(activations)
         const ids = yield* Effect.scoped(
-          Effect.flatMap(Databases, (d) => Effect.all(Array.from({ length: 20 }, () => Effect.map(d.activate(keyA), (db) => db.id)), { concurrency: "unbounded" }))
+          Effect.flatMap(Databases, (d) => Effect.all(Array.from({ length: 20 }, () => Effect.map(d.activate(DatabaseKey.make(keyA)), (db) => db.id)), { concurrency: "unbounded" }))
         )
-        assert.deepStrictEqual(new Set(ids), new Set([databaseId(keyA)]))
+        assert.deepStrictEqual(new Set(ids), new Set([databaseId(DatabaseKey.make(keyA))]))
         assert.strictEqual((yield* counter(activations)) - before, 1)
       }).pipe(Effect.provide(storeLayer({ dataDir })))
     }))
@@ -90,18 +90,18 @@ describe("Databases", () => {
         yield* touch(k2!)
         yield* TestClock.adjust("1 second")
         yield* touch(k3!)
-        assert.sameMembers(yield* openIds, [databaseId(k2!), databaseId(k3!)])
+        assert.sameMembers(yield* openIds, [databaseId(DatabaseKey.make(k2!)), databaseId(DatabaseKey.make(k3!))])
         yield* TestClock.adjust("1 second")
         yield* touch(k2!)
         yield* TestClock.adjust("1 second")
         yield* touch(k4!)
-        assert.sameMembers(yield* openIds, [databaseId(k2!), databaseId(k4!)])
+        assert.sameMembers(yield* openIds, [databaseId(DatabaseKey.make(k2!)), databaseId(DatabaseKey.make(k4!))])
         assert.strictEqual((yield* counter(capacity)) - before, 2)
 
         // A database held by a caller stays open past the limit until released.
         yield* Effect.scoped(
           Effect.gen(function* () {
-            const held = yield* (yield* Databases).activate(k1!)
+            const held = yield* (yield* Databases).activate(DatabaseKey.make(k1!))
             yield* TestClock.adjust("1 second")
             yield* touch(k3!)
             yield* touch(k4!)
@@ -121,14 +121,14 @@ describe("Databases", () => {
         const idle = Metric.tagged(evictions, "reason", "idle")
         const before = yield* counter(idle)
         const receipt = yield* create("Kept", keyA)
-        assert.deepStrictEqual(yield* openIds, [databaseId(keyA)])
+        assert.deepStrictEqual(yield* openIds, [databaseId(DatabaseKey.make(keyA))])
         yield* TestClock.adjust("30 seconds")
-        assert.deepStrictEqual(yield* openIds, [databaseId(keyA)])
+        assert.deepStrictEqual(yield* openIds, [databaseId(DatabaseKey.make(keyA))])
         yield* TestClock.adjust("2 minutes")
         assert.deepStrictEqual(yield* openIds, [])
         assert.strictEqual((yield* counter(idle)) - before, 1)
         const replay: Receipt = yield* Effect.flatMap(fullView, (view) =>
-          mutate({ view, principal: principal("alice", keyA), request: { ...request("Note", "create", { title: "Kept" }), invocationId: receipt.invocationId } })
+          mutate({ view, principal: principal("alice", keyA), request: request("Note", "create", { title: "Kept" }, { invocationId: receipt.invocationId }) })
         )
         assert.deepStrictEqual(replay, receipt)
       }).pipe(Effect.provide(storeLayer({ dataDir, idleTimeout: Duration.minutes(1) })))
@@ -153,10 +153,12 @@ describe("catalog installation", () => {
       assert.instanceOf(error, ActivationError)
       const cause = (error as ActivationError).cause
       assert.instanceOf(cause, Install.IncompatibleCatalog)
-      // Public callers learn nothing but a correlation id.
-      const public_ = yield* Effect.exit(create("Never", keyA))
-      const defect = Exit.isFailure(public_) ? Option.getOrUndefined(Cause.dieOption(public_.cause)) : undefined
-      assert.instanceOf(defect, InternalError)
+      // A failed activation is not kept: the next caller tries again (and fails the same way).
+      // Public callers never see it: the DataPlane answers an InternalError with a correlation id.
+      const again = yield* Effect.exit(create("Never", keyA))
+      const retried = Exit.isFailure(again) ? Option.getOrUndefined(Cause.failureOption(again.cause)) : undefined
+      assert.instanceOf(retried, ActivationError)
+      assert.instanceOf((retried as ActivationError).cause, Install.IncompatibleCatalog)
       return (cause as Install.IncompatibleCatalog).problems
     }).pipe(Effect.provide(storeLayer({ dataDir, root })))
 
@@ -208,7 +210,7 @@ describe("catalog installation", () => {
           fingerprint: catalog.fingerprint
         })
       }).pipe(Effect.provide(storeLayer({ dataDir, root })))
-      assert.isTrue(existsSync(join(dataDir, "databases", `${databaseId(keyA)}.sqlite`)))
+      assert.isTrue(existsSync(join(dataDir, "databases", `${databaseId(DatabaseKey.make(keyA))}.sqlite`)))
       // Dropping the index again is additive too; the data stays.
       yield* Effect.gen(function* () {
         const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%' ORDER BY name`)).map((r) => r.name)

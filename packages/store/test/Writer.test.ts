@@ -2,8 +2,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Logger, Metric, Option, TestClock } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { InternalError, type MutateRequest, type Receipt } from "@cairn/domain"
-import { Databases, mutate, Position, Writer } from "@cairn/store"
-import { fullView, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
+import { type Database, Databases, Position, Writer } from "@cairn/store"
+import { fullView, mutate, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
 
 const send = (req: MutateRequest, subject = "alice") =>
   Effect.flatMap(fullView, (view) => mutate({ view, principal: principal(subject), request: req }))
@@ -11,7 +11,7 @@ const send = (req: MutateRequest, subject = "alice") =>
 const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
 
 /** Runs `f` with the caller's database held open (so tests can watch its queue). */
-const withDatabase = <A, E, R>(f: (db: Databases["activate"] extends (k: string) => Effect.Effect<infer D, any, any> ? D : never) => Effect.Effect<A, E, R>) =>
+const withDatabase = <A, E, R>(f: (db: Database) => Effect.Effect<A, E, R>) =>
   Effect.scoped(Effect.flatMap(Databases, (d) => Effect.flatMap(d.activate(principal().databaseKey), f)))
 
 const rows = (text: string, params: ReadonlyArray<unknown> = []) =>
@@ -174,6 +174,30 @@ describe("Writer", () => {
         assert.strictEqual(later.outcome, "committed")
         assert.strictEqual(later.position, Position.encode(4))
       }).pipe(Effect.provide(storeLayer({ dataDir, switches, writerQueueLimit: 2 })))
+    }))
+
+  it.scoped("compaction waits while a group commit holds the write connection, then runs in its own transaction", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const switches: Switches = { latch: undefined, explode: false }
+      yield* Effect.gen(function* () {
+        for (const title of ["One", "Two", "Three"]) yield* send(request("Note", "create", { title }))
+        switches.latch = yield* Deferred.make<void>()
+        switches.entered = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(send(request("Note", "probe", { title: "Holder" })))
+        // The probe now runs inside the group's transaction.
+        yield* Deferred.await(switches.entered)
+        const compaction = yield* Effect.fork(withDatabase((db) => db.compact))
+        for (let i = 0; i < 100; i++) yield* Effect.yieldNow()
+        assert.isTrue(Option.isNone(yield* Fiber.poll(compaction)))
+        yield* Deferred.succeed(switches.latch, undefined)
+        const receipt = yield* Fiber.join(holder)
+        assert.strictEqual(receipt.position, Position.encode(4))
+        // Retaining one commit of the three committed when it started.
+        assert.strictEqual(yield* Fiber.join(compaction), 2)
+        const payloads = yield* rows(`SELECT changes FROM _cairn_commits ORDER BY position`)
+        assert.deepStrictEqual(payloads.map((r) => r.changes === "[]"), [true, true, false, false])
+      }).pipe(Effect.provide(storeLayer({ dataDir, switches, retainedCommits: 1 })))
     }))
 
   it.scoped("receipts survive a restart: replays are identical, the log continues without a gap", () =>

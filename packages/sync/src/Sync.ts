@@ -20,7 +20,7 @@ import {
 } from "@cairn/domain"
 import type { RecordValue } from "@cairn/policy"
 import { type Database, Log } from "@cairn/store"
-import { Clock, Deferred, Duration, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
+import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
 import { narrowingOf, replay } from "./internal/replay.js"
 import type { Narrowing } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope } from "./internal/scope.js"
@@ -36,8 +36,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
   effect: Effect.gen(function* () {
     const sealer = yield* CursorKey
     const config = yield* SyncConfig
-    /** When each database was last compacted (by opaque id), so compaction runs at most every `compactEvery`. */
-    const lastCompaction = new Map<string, number>()
     /**
      * Lookup answers per database and state (last committed position): every live stream
      * of a database replays the same commit against the same state, so they share reads.
@@ -70,29 +68,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           catalogToken: view.token
         })
       )
-
-    /**
-     * Drops change payloads older than the retained history. Each changes stream runs it
-     * for its database at most every `compactEvery`; an operator may also schedule it.
-     */
-    const compact = Effect.fn("Sync.compact")(function* (database: Database) {
-      const now = yield* Clock.currentTimeMillis
-      lastCompaction.set(database.id, now)
-      const position = yield* database.position
-      const through = position - config.retainedCommits
-      if (through <= 0) return 0
-      const dropped = yield* database.compact(through)
-      yield* Metric.incrementBy(SyncMetrics.compacted, dropped)
-      return dropped
-    })
-
-    const compactIfDue = (database: Database) =>
-      Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const last = lastCompaction.get(database.id)
-        if (last !== undefined && now - last < Duration.toMillis(config.compactEvery)) return
-        yield* compact(database)
-      })
 
     /**
      * One watcher of each database's committed position for all its live streams: each
@@ -318,7 +293,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             return Stream.make(resnapshot(reason))
           }
           yield* Metric.increment(SyncMetrics.resumes)
-          yield* Effect.forkScoped(Effect.ignoreLogged(compactIfDue(database)))
           const live = request.live ?? true
           const narrowing = narrowingOf(view.catalog, scope)
           const waitBeyond = live ? yield* commitSignal(database) : () => Effect.void
@@ -338,6 +312,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         })
       )
 
-    return { snapshot, changes, compact } as const
+    return { snapshot, changes } as const
   })
 }) {}

@@ -25,10 +25,6 @@ export const lagMillis = Metric.histogram(
   "Milliseconds from a commit to the delivery of the batch carrying it"
 )
 
-export const compacted = Metric.counter("cairn_sync_compacted_commits_total", {
-  description: "Commits whose change payloads compaction dropped"
-})
-
 export const countResnapshot = (reason: ResnapshotReason) => Metric.increment(Metric.tagged(resnapshots, "reason", reason))
 
 export const recordLag = (committedAt: string) =>

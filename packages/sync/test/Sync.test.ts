@@ -252,10 +252,9 @@ describe("changes", () => {
         for (let i = 0; i < 5; i++) yield* run(alice, "Task", "rename", { title: `Launch ${i}` }, t1)
         const recent = yield* snapshotAll(db, carol)
         yield* run(alice, "Task", "rename", { title: "Launch final" }, t1)
-        const sync = yield* Sync
         const before = yield* Effect.orDie(db.reader.unsafe<{ position: number; receipt: string }>(`SELECT position, receipt FROM _cairn_commits ORDER BY position`))
         const receipts = yield* Effect.orDie(db.reader.unsafe<{ receipt: string }>(`SELECT receipt FROM _cairn_receipts ORDER BY position`))
-        assert.strictEqual(yield* sync.compact(db), 10)
+        assert.strictEqual(yield* db.compact, 10)
         assert.strictEqual(yield* Effect.orDie(Log.watermark(db.reader)), 10)
         const after = yield* Effect.orDie(db.reader.unsafe<{ position: number; receipt: string; changes: string }>(`SELECT position, receipt, changes FROM _cairn_commits ORDER BY position`))
         assert.deepStrictEqual(after.map((r) => ({ position: r.position, receipt: r.receipt })), before)

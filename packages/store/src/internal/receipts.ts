@@ -2,9 +2,9 @@
  * Answers from a stored receipt: the same intent gets the stored result (a committed
  * receipt, or the stored rejection); another intent under the same id is a conflict.
  */
-import { Effect } from "effect"
-import { InvocationConflict, OperationRejected, type Receipt } from "@cairn/domain"
-import type { SqlClient } from "@effect/sql"
+import { SqlSchema, type SqlClient } from "@effect/sql"
+import { Effect, Schema } from "effect"
+import { InvocationConflict, OperationRejected, Receipt } from "@cairn/domain"
 import { receiptsTable } from "../Log.js"
 
 export interface StoredReceipt {
@@ -28,15 +28,20 @@ export const answer = (
       ? Effect.fail(new OperationRejected({ message: stored.receipt.reason ?? "The operation was rejected.", receipt: stored.receipt }))
       : Effect.succeed(stored.receipt)
 
-/** Stored receipts of these invocation ids, in one statement. */
+/** A `_cairn_receipts` row as replays read it: the receipt JSON decoded, not cast. */
+const StoredRow = Schema.Struct({
+  invocation_id: Schema.String,
+  intent: Schema.String,
+  receipt: Schema.parseJson(Receipt)
+})
+
+/** Stored receipts of these invocation ids, in one statement. A row that does not decode is a defect. */
 export const load = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
-  Effect.map(
-    sql.unsafe<{ readonly invocation_id: string; readonly intent: string; readonly receipt: string }>(
-      `SELECT invocation_id, intent, receipt FROM ${receiptsTable} WHERE invocation_id IN (SELECT value FROM json_each(?))`,
-      [JSON.stringify(ids)]
-    ),
-    (rows) =>
-      new Map<string, StoredReceipt>(
-        rows.map((r) => [r.invocation_id, { intent: r.intent, receipt: JSON.parse(r.receipt) as Receipt }])
-      )
+  SqlSchema.findAll({
+    Request: Schema.Array(Schema.String),
+    Result: StoredRow,
+    execute: (ids) => sql`SELECT invocation_id, intent, receipt FROM ${sql(receiptsTable)} WHERE ${sql.in("invocation_id", ids)}`
+  })(ids).pipe(
+    Effect.map((rows) => new Map<string, StoredReceipt>(rows.map((r) => [r.invocation_id, { intent: r.intent, receipt: r.receipt }]))),
+    Effect.catchTag("ParseError", Effect.die)
   )

@@ -1,7 +1,8 @@
 /**
  * A small catalog for store tests (notes with a counter) and its handlers, with
  * switches a test flips to make a handler wait on a latch or fail with a defect;
- * plus a temp data directory and the store layers over it.
+ * plus a temp data directory, the store layers over it, a permissive mutation guard
+ * (tests only: production provides the policy's), and `mutate` as the DataPlane calls it.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -9,8 +10,19 @@ import { join } from "node:path"
 import { Deferred, Effect, Layer, Option, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Catalog, compile, Entity, Operation, RootSchema, View } from "@cairn/catalog"
-import { type MutateRequest, operationRef, Principal } from "@cairn/domain"
-import { Databases, Handler, Handlers, type MutationGuardShape, MutationGuard, OperationCatalog, StoreConfig, type StoreConfigShape } from "@cairn/store"
+import { DatabaseKey, InvocationIdFromString, type MutateRequest, operationRef, Principal } from "@cairn/domain"
+import {
+  Databases,
+  Handler,
+  Handlers,
+  mutate as mutateIn,
+  type MutateArgs,
+  type MutationGuardShape,
+  MutationGuard,
+  OperationCatalog,
+  StoreConfig,
+  type StoreConfigShape
+} from "@cairn/store"
 
 export const Note = Entity.make("Note", {
   description: "A note with a counter.",
@@ -135,19 +147,33 @@ export interface StoreOptions extends Partial<StoreConfigShape> {
   readonly root?: RootSchema.RootSchema
 }
 
-/** `Databases` over the notes catalog in `dataDir`. */
+/** Tests only: a guard that allows every invocation (the store's tests are not about policy). */
+export const allowAll: MutationGuardShape = { check: () => Effect.void }
+
+/** `Databases` over the notes catalog in `dataDir`, guarded by `guard` (default: `allowAll`). */
 export const storeLayer = (options: StoreOptions) => {
   const { switches, guard, root, ...config } = options
   const catalog = root ? Effect.orDie(compile(root)) : compiledNotes
-  const base = Databases.Default.pipe(
+  return Databases.Default.pipe(
     Layer.provide(StoreConfig.layer(config)),
-    Layer.provide(OperationCatalog.layer(catalog, makeHandlers(switches ?? { latch: undefined, explode: false })))
+    Layer.provide(OperationCatalog.layer(catalog, makeHandlers(switches ?? { latch: undefined, explode: false }))),
+    Layer.provide(Layer.succeed(MutationGuard, guard ?? allowAll))
   )
-  return guard ? base.pipe(Layer.provide(Layer.succeed(MutationGuard, guard))) : base
 }
 
 export const principal = (subject = "alice", databaseKey = "org-acme") =>
-  new Principal({ subject, roles: [], claims: {}, scopes: [], databaseKey })
+  new Principal({ subject, roles: [], claims: {}, scopes: [], databaseKey: DatabaseKey.make(databaseKey) })
+
+/** `mutate` as the DataPlane calls it: the principal's database activated for the call. */
+export const mutate = (args: Omit<MutateArgs, "database">) =>
+  Effect.scoped(
+    Effect.flatMap(Databases, (databases) =>
+      Effect.flatMap(databases.activate(args.principal.databaseKey), (database) => mutateIn({ ...args, database }))
+    )
+  )
+
+/** The caller's database, held for the scope. */
+export const activate = (databaseKey: string) => Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(databaseKey)))
 
 export const request = (
   owner: string,
@@ -157,7 +183,7 @@ export const request = (
 ): MutateRequest => ({
   operation: operationRef(owner, name),
   input,
-  invocationId: options.invocationId ?? uuidv7(),
+  invocationId: Schema.decodeSync(InvocationIdFromString)(options.invocationId ?? uuidv7()),
   ...(options.target !== undefined ? { target: { kind: "entity", entity: owner, id: options.target } } : {}),
   ...(options.ifCatalog !== undefined ? { ifCatalog: options.ifCatalog } : {})
 })

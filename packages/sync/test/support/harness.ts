@@ -5,19 +5,27 @@
  */
 import { CursorKey, View } from "@cairn/catalog"
 import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
-import type { Database } from "@cairn/store"
+import type { Database, StoreConfigShape } from "@cairn/store"
 import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
 import { Chunk, Effect, Layer, Redacted, Stream } from "effect"
 import { everything, storeLayer, viewOf } from "./tracker.js"
 
 export const secret = Redacted.make("sync-test-secret-0123456789abcdef")
 
+/** Sync settings, plus the store's compaction settings (the retained history sync resumes from). */
+export type EngineOptions = Partial<SyncConfigShape> & Partial<Pick<StoreConfigShape, "retainedCommits" | "compactEvery">>
+
 /** The store over `dataDir` and the sync engine with `config`. */
-export const engineLayer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
-  Layer.merge(
-    storeLayer(dataDir),
+export const engineLayer = (dataDir: string, options: EngineOptions = {}) => {
+  const { retainedCommits, compactEvery, ...config } = options
+  return Layer.merge(
+    storeLayer(dataDir, {
+      ...(retainedCommits !== undefined ? { retainedCommits } : {}),
+      ...(compactEvery !== undefined ? { compactEvery } : {})
+    }),
     Sync.Default.pipe(Layer.provide([CursorKey.layer(secret), SyncConfig.layer(config)]))
   )
+}
 
 export interface Snapshot {
   readonly records: Map<string, Record<string, unknown>>

@@ -8,12 +8,12 @@ import { HttpLayerRouter, HttpServer, HttpServerRequest, HttpServerResponse } fr
 import { NodeHttpServer } from "@effect/platform-node"
 import { RpcSerialization, RpcServer } from "@effect/rpc"
 import type { View } from "@cairn/catalog"
-import { Authentication, CurrentPrincipal, Principal, SyncRpcs } from "@cairn/domain"
+import { Authentication, CurrentPrincipal, DatabaseKey, Principal, SyncRpcs } from "@cairn/domain"
 import { Databases } from "@cairn/store"
-import { Sync, type SyncConfigShape } from "@cairn/sync"
+import { Sync } from "@cairn/sync"
 import { type Context, Effect, Layer, Option, Stream } from "effect"
 import { type CryptoKey, generateKeyPair, jwtVerify, SignJWT } from "jose"
-import { engineLayer } from "./harness.js"
+import { type EngineOptions, engineLayer } from "./harness.js"
 import { ORG, tracker } from "./tracker.js"
 
 const issuer = "https://issuer.test"
@@ -52,7 +52,7 @@ const verify = (k: Keys, token: string) =>
       roles: Array.isArray(payload["roles"]) ? payload["roles"].map(String) : [],
       claims: payload,
       scopes: [],
-      databaseKey: payload["org"]
+      databaseKey: DatabaseKey.make(payload["org"])
     })
   })
 
@@ -127,7 +127,7 @@ export interface SyncServer {
 }
 
 /** Serves `/db/sync` over the store in `dataDir` for the life of the scope. */
-export const startServer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
+export const startServer = (dataDir: string, config: EngineOptions = {}) =>
   Effect.gen(function* () {
     const k = yield* keys
     const { policy } = yield* tracker

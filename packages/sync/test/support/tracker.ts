@@ -8,10 +8,20 @@ import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type Catalog, compile, CursorKey, Operation, RootSchema, View } from "@cairn/catalog"
-import { type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
+import { DatabaseKey, InvocationId, type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
 import { QueryPlanner } from "@cairn/query"
-import { type Database, Databases, type Handler, type Handlers, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import {
+  type Database,
+  Databases,
+  type Handler,
+  type Handlers,
+  mutate,
+  MutationGuard,
+  OperationCatalog,
+  StoreConfig,
+  type StoreConfigShape
+} from "@cairn/store"
 import * as T from "@cairn/tracker"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
@@ -119,17 +129,21 @@ export const tempDir = Effect.acquireRelease(
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
 
-/** `Databases` over the test tracker in `dataDir`. */
-export const storeLayer = (dataDir: string) =>
+/**
+ * `Databases` over the test tracker in `dataDir`. Tests only: every invocation is allowed,
+ * so tests set up data freely; sync applies the policy on the way out.
+ */
+export const storeLayer = (dataDir: string, config: Partial<StoreConfigShape> = {}) =>
   Databases.Default.pipe(
-    Layer.provide(StoreConfig.layer({ dataDir })),
-    Layer.provide(OperationCatalog.layer(Effect.map(tracker, (t) => t.catalog), handlers))
+    Layer.provide(StoreConfig.layer({ ...config, dataDir })),
+    Layer.provide(OperationCatalog.layer(Effect.map(tracker, (t) => t.catalog), handlers)),
+    Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 
 export const ORG = "org-acme"
 
 export const who = (subject: string, options: { readonly roles?: ReadonlyArray<string>; readonly org?: string } = {}) =>
-  new Principal({ subject, roles: options.roles ?? [], claims: {}, scopes: [], databaseKey: options.org ?? ORG })
+  new Principal({ subject, roles: options.roles ?? [], claims: {}, scopes: [], databaseKey: DatabaseKey.make(options.org ?? ORG) })
 
 export const viewOf = (principal: Principal) => Effect.map(tracker, (t) => t.policy.view(principal))
 
@@ -144,10 +158,15 @@ export const attempt = (principal: Principal, owner: string, name: string, input
     const request: MutateRequest = {
       operation: operationRef(owner, name),
       input,
-      invocationId: uuidv7(),
+      invocationId: InvocationId.make(uuidv7()),
       ...(target !== undefined ? { target: { kind: "entity", entity: owner, id: target } } : {})
     }
-    return yield* mutate({ view: View.full(catalog), principal, request })
+    return yield* Effect.scoped(
+      Effect.flatMap(
+        Effect.flatMap(Databases, (d) => d.activate(principal.databaseKey)),
+        (database) => mutate({ view: View.full(catalog), principal, request, database })
+      )
+    )
   })
 
 export const idOf = (receipt: Receipt) => (receipt.output as { readonly id: string }).id
@@ -197,4 +216,4 @@ export const visibleTo = (database: Database, principal: Principal, scope: SyncS
   }).pipe(Effect.provide(QueryPlanner.Default.pipe(Layer.provide(CursorKey.layer(Redacted.make("oracle-secret-0123456789abcdef"))))), Effect.orDie)
 
 /** The database of `org` for the life of the scope. */
-export const database = (org = ORG) => Effect.flatMap(Databases, (d) => d.activate(org)).pipe(Effect.orDie)
+export const database = (org = ORG) => Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(org))).pipe(Effect.orDie)
