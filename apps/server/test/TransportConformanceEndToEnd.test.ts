@@ -14,7 +14,7 @@ import { databaseId, Handlers } from "@cairn/store"
 import { Effect, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
-import { type Answer, mcp, rpc, sync } from "./support/wire.js"
+import { type Answer, mcp, RawJson, rpc, sync } from "./support/wire.js"
 
 const entity = (name: string) => ({ kind: "entity", name })
 const operation = (owner: string, name: string) => ({ kind: "operation", owner: entity(owner), name })
@@ -174,6 +174,49 @@ describe("transport conformance through the real App", () => {
       // The server is still healthy.
       const health = yield* Effect.promise(() => fetch(`${app.base}/health`).then((r) => r.status))
       assert.strictEqual(health, 200)
+    })
+  )
+
+  it.scopedLive("hostile shapes (10,000-deep nesting, huge arrays and keys, __proto__) are public errors everywhere; MCP arguments must be an object", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const deep = `${"[".repeat(10_000)}1${"]".repeat(10_000)}`
+      const manyKeys = Object.fromEntries(Array.from({ length: 20_000 }, (_, i) => [`k${i}`, i]))
+      const proto = JSON.parse('{"browse":{"kinds":["entity"]},"__proto__":{"polluted":true}}')
+      for (const [label, payload] of [
+        ["deep", new RawJson(`{"browse":${deep}}`)],
+        ["wide", { browse: { kinds: Array.from({ length: 450_000 }, () => 0) } }],
+        ["keys", { browse: manyKeys }],
+        ["proto", proto]
+      ] as const) {
+        const answers = [
+          yield* rpc(app, db, "Describe", payload),
+          // The MCP SDK re-reads arguments into fresh objects, which drops a "__proto__" key before the engine sees it.
+          ...(label === "proto" ? [] : [yield* mcp(app, agent, "describe", payload)]),
+          yield* rpc(app, db, "Mutate", new RawJson(`{"operation":${JSON.stringify(operation("Project", "create"))},"invocationId":"${uuidv7()}","input":${payload instanceof RawJson ? payload.text : JSON.stringify(payload)}}`)),
+          yield* sync(app, db, "SyncSnapshot", new RawJson(`{"scope":${payload instanceof RawJson ? payload.text : JSON.stringify(payload)}}`))
+        ]
+        for (const answer of answers) {
+          assert.strictEqual(answer.status, 200, `${label}: ${answer.text.slice(0, 200)}`)
+          assert.oneOf(answer.error?.code, ["invalid_query", "invalid_input"], `${label}: ${answer.text.slice(0, 300)}`)
+          assert.isBelow(answer.text.length, 4_096, label)
+          internals(app, answer)
+        }
+      }
+      assert.isUndefined(({} as Record<string, unknown>)["polluted"])
+      for (const args of ["x", [1], null, 5]) {
+        const response = yield* Effect.promise(() =>
+          fetch(`${app.base}/mcp`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${agent}`, "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
+            body: JSON.stringify({ jsonrpc: "2.0", id: 7, method: "tools/call", params: { name: "describe", arguments: args } })
+          }).then((r) => r.json())
+        )
+        assert.deepStrictEqual(response.error.code, -32602, JSON.stringify(response))
+        assert.strictEqual(response.id, 7)
+      }
     })
   )
 

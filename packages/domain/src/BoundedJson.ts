@@ -3,7 +3,7 @@
  * cannot make later work (schema decoding, issue formatting, recursion) large. One
  * linear pass over the text checks the syntax and the bounds before `JSON.parse` runs.
  */
-import { Data, Either } from "effect"
+import { Data, Either, Option } from "effect"
 
 /** Limits on the shape of a JSON document. String lengths are UTF-16 code units, as `String.length`. */
 export interface JsonBounds {
@@ -47,22 +47,24 @@ export class JsonRefusal extends Data.TaggedError("JsonRefusal")<{
   readonly reason: string
 }> {}
 
-const refuse = (bound: JsonRefusalBound, limits: JsonBounds): JsonRefusal => {
+const refuse = (bound: JsonRefusalBound, limits: JsonBounds): JsonRefusal => refusal(bound, limits, "request body")
+
+const refusal = (bound: JsonRefusalBound, limits: JsonBounds, what: string): JsonRefusal => {
   switch (bound) {
     case "maxDepth":
-      return new JsonRefusal({ bound, reason: `The request body nests deeper than ${limits.maxDepth} levels; flatten it.` })
+      return new JsonRefusal({ bound, reason: `The ${what} nests deeper than ${limits.maxDepth} levels; flatten it.` })
     case "maxArrayLength":
-      return new JsonRefusal({ bound, reason: `An array in the request body has more than ${limits.maxArrayLength} elements; send fewer.` })
+      return new JsonRefusal({ bound, reason: `An array in the ${what} has more than ${limits.maxArrayLength} elements; send fewer.` })
     case "maxObjectKeys":
-      return new JsonRefusal({ bound, reason: `An object in the request body has more than ${limits.maxObjectKeys} keys; send fewer.` })
+      return new JsonRefusal({ bound, reason: `An object in the ${what} has more than ${limits.maxObjectKeys} keys; send fewer.` })
     case "maxStringLength":
-      return new JsonRefusal({ bound, reason: `A string in the request body is longer than ${limits.maxStringLength} characters; shorten it.` })
+      return new JsonRefusal({ bound, reason: `A string in the ${what} is longer than ${limits.maxStringLength} characters; shorten it.` })
     case "maxNodes":
-      return new JsonRefusal({ bound, reason: `The request body has more than ${limits.maxNodes} values; send a smaller request.` })
+      return new JsonRefusal({ bound, reason: `The ${what} has more than ${limits.maxNodes} values; send a smaller request.` })
     case "prototypeKey":
-      return new JsonRefusal({ bound, reason: `The request body has a "__proto__" key, which is not accepted; rename it.` })
+      return new JsonRefusal({ bound, reason: `The ${what} has a "__proto__" key, which is not accepted; rename it.` })
     case "syntax":
-      return new JsonRefusal({ bound, reason: "The request body is not valid JSON." })
+      return new JsonRefusal({ bound, reason: `The ${what} is not valid JSON.` })
   }
 }
 
@@ -252,4 +254,38 @@ export const parse = (text: string, bounds: JsonBounds = defaultJsonBounds): Eit
   } catch {
     return Either.left(refuse("syntax", bounds))
   }
+}
+
+/**
+ * The same bounds over a value already parsed (by a transport's own JSON parser, which is
+ * native and linear): an iterative walk that stops at the first exceeded bound, so
+ * nothing recursive (schema decoding, issue reports) ever sees a value outside them.
+ * Only plain JSON values are expected; anything else counts as one value.
+ */
+export const check = (value: unknown, bounds: JsonBounds = defaultJsonBounds): Option.Option<JsonRefusal> => {
+  const stack: Array<readonly [unknown, number]> = [[value, 0]]
+  let nodes = 0
+  while (stack.length > 0) {
+    const [current, depth] = stack.pop()!
+    if (++nodes > bounds.maxNodes) return Option.some(refusal("maxNodes", bounds, "request"))
+    if (typeof current === "string") {
+      if (current.length > bounds.maxStringLength) return Option.some(refusal("maxStringLength", bounds, "request"))
+      continue
+    }
+    if (current === null || typeof current !== "object") continue
+    if (depth + 1 > bounds.maxDepth) return Option.some(refusal("maxDepth", bounds, "request"))
+    if (Array.isArray(current)) {
+      if (current.length > bounds.maxArrayLength) return Option.some(refusal("maxArrayLength", bounds, "request"))
+      for (const element of current) stack.push([element, depth + 1])
+      continue
+    }
+    const keys = Object.keys(current)
+    if (keys.length > bounds.maxObjectKeys) return Option.some(refusal("maxObjectKeys", bounds, "request"))
+    for (const key of keys) {
+      if (key === "__proto__") return Option.some(refusal("prototypeKey", bounds, "request"))
+      if (key.length > bounds.maxStringLength) return Option.some(refusal("maxStringLength", bounds, "request"))
+      stack.push([(current as Record<string, unknown>)[key], depth + 1])
+    }
+  }
+  return Option.none()
 }

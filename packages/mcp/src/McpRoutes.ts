@@ -12,7 +12,7 @@ import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequest
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { Principal } from "@cairn/domain"
 import { BearerGate, DataPlane, type DataPlaneShape, type Refusal, Settings } from "@cairn/server"
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
 import { McpConfig } from "./McpConfig.js"
@@ -84,6 +84,34 @@ const makeServer = (plane: DataPlaneShape, principal: Principal, runtime: Runtim
   return server
 }
 
+/**
+ * A `tools/call` whose `params` or `arguments` is not an object is the caller's mistake
+ * (`-32602`); the SDK would report it as an internal error with its validator's dump.
+ * Anything else (not JSON, another method, a batch) is left to the SDK.
+ */
+const invalidToolCall = (body: string): HttpServerResponse.HttpServerResponse | undefined => {
+  let message: unknown
+  try {
+    message = JSON.parse(body)
+  } catch {
+    return undefined
+  }
+  if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
+  const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
+  if (method !== "tools/call") return undefined
+  const isObject = (u: unknown) => typeof u === "object" && u !== null && !Array.isArray(u)
+  const problem = !isObject(params)
+    ? "params must be an object: {name, arguments}."
+    : (params as { arguments?: unknown }).arguments !== undefined && !isObject((params as { arguments?: unknown }).arguments)
+      ? "arguments must be an object holding the tool's input."
+      : undefined
+  if (problem === undefined) return undefined
+  return HttpServerResponse.unsafeJson(
+    { jsonrpc: "2.0", id: typeof id === "string" || typeof id === "number" ? id : null, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${problem}` } },
+    { status: 200, headers: { "cache-control": "no-store" } }
+  )
+}
+
 /** The MCP endpoint and its RFC 9728 metadata routes. */
 export const McpRoutes = HttpLayerRouter.use(
   Effect.fnUntraced(function* (router) {
@@ -110,7 +138,14 @@ export const McpRoutes = HttpLayerRouter.use(
       }
 
       const runtime = yield* Effect.runtime<never>()
-      const webRequest = yield* HttpServerRequest.toWeb(request)
+      const body = yield* request.text
+      const malformed = invalidToolCall(body)
+      if (malformed !== undefined) return malformed
+      const webRequest = new Request(new URL(request.url, settings.baseUrl), {
+        method: "POST",
+        headers: Object.entries(request.headers),
+        body
+      })
       const outcome: Outcome = {}
       const response = yield* Effect.promise(async () => {
         const server = makeServer(plane, principal, runtime, outcome)

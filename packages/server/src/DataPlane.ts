@@ -9,10 +9,13 @@
 import { CursorKey, DescribeLimits, describe, type View } from "@cairn/catalog"
 import {
   type AccessScope,
+  BoundedJson,
   CatalogChanged,
   decodeDescribeRequest,
   decodeMutateRequest,
   type DescribeResult,
+  InvalidInput,
+  InvalidQuery,
   type Principal,
   type QueryResult,
   type Receipt,
@@ -64,7 +67,12 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
      * a token that may not call it learns nothing from its payload and costs no decoding),
      * then the strict decode under the operator's budgets, then the principal's view.
      */
-    const admit = <Req, E extends EngineError>(verb: Verb, principal: Principal, decoded: Effect.Effect<Req, E, QueryLimits>) =>
+    const admit = <Req, E extends EngineError>(
+      verb: Verb,
+      principal: Principal,
+      payload: unknown,
+      decode: (payload: unknown) => Effect.Effect<Req, E, QueryLimits>
+    ) =>
       Effect.gen(function* () {
         const scope = requiredScope[verb]
         if (!principal.scopes.includes(scope)) {
@@ -73,7 +81,15 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
             message: `This call needs the ${scope} scope, which the access token does not carry. Ask the authorization server for a token with ${scope}.`
           })
         }
-        const request = yield* withLimits(decoded)
+        // Nothing recursive (schema decoding, issue reports) sees a payload beyond the JSON bounds.
+        const refused = BoundedJson.check(payload)
+        if (Option.isSome(refused)) {
+          const issues = [{ path: "/", message: refused.value.reason }]
+          return yield* verb === "mutate"
+            ? new InvalidInput({ message: refused.value.reason, issues })
+            : new InvalidQuery({ message: refused.value.reason, issues })
+        }
+        const request = yield* withLimits(decode(payload))
         return { request, view: policy.view(principal) }
       })
 
@@ -101,13 +117,13 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
 
     const describeVerb = (principal: Principal, payload: unknown): Effect.Effect<DescribeResult, EngineError> =>
       Effect.gen(function* () {
-        const { request, view } = yield* admit("describe", principal, decodeDescribeRequest(payload))
+        const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
         return yield* withLimits(describe(view, request))
       }).pipe(scrubDefects("describe"), Effect.withSpan("DataPlane.describe"))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
-        const { request, view } = yield* admit("query", principal, decodeQueryRequest(payload))
+        const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
@@ -115,7 +131,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
-        const { request, view } = yield* admit("mutate", principal, decodeMutateRequest(payload))
+        const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* mutate({ view, principal, request, database })
@@ -123,7 +139,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
-        const { request, view } = yield* admit("snapshot", principal, decodeSnapshotRequest(payload))
+        const { request, view } = yield* admit("snapshot", principal, payload, decodeSnapshotRequest)
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
@@ -133,7 +149,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
-          const { request, view } = yield* admit("changes", principal, decodeChangesRequest(payload))
+          const { request, view } = yield* admit("changes", principal, payload, decodeChangesRequest)
           const database = yield* open(principal)
           return sync.changes(principal, view, database, request)
         }).pipe(scrubDefects("changes"))

@@ -16,6 +16,13 @@ export interface Answer {
   readonly headers: Headers
 }
 
+/** A payload given as JSON text, for shapes a test cannot build as values (JSON.stringify would overflow on them). */
+export class RawJson {
+  constructor(readonly text: string) {}
+}
+
+const encode = (payload: unknown): string => (payload instanceof RawJson ? payload.text : JSON.stringify(payload))
+
 const codeOfTag: Readonly<Record<string, string>> = {
   InvalidQuery: "invalid_query",
   UnknownDefinition: "unknown_definition",
@@ -62,7 +69,7 @@ const send = (url: string, token: string, body: string, headers: Record<string, 
 /** One RPC on `/db/rpc` (JSON). */
 export const rpc = (app: Running, token: string, tag: "Describe" | "Query" | "Mutate", payload: unknown) =>
   Effect.map(
-    send(`${app.base}/db/rpc`, token, JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] }), { "content-type": "application/json" }),
+    send(`${app.base}/db/rpc`, token, `{"_tag":"Request","id":"1","tag":"${tag}","payload":${encode(payload)},"headers":[]}`, { "content-type": "application/json" }),
     ({ status, text, headers }) => {
       if (status !== 200) return { status, text, headers } satisfies Answer
       const messages = JSON.parse(text) as Array<any>
@@ -78,7 +85,7 @@ export const sync = (app: Running, token: string, tag: "SyncSnapshot" | "SyncCha
       const response = await fetch(`${app.base}/db/sync`, {
         method: "POST",
         headers: { authorization: `Bearer ${token}`, "content-type": "application/ndjson" },
-        body: JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] }) + "\n",
+        body: `{"_tag":"Request","id":"1","tag":"${tag}","payload":${encode(payload)},"headers":[]}\n`,
         signal: controller.signal
       })
       // A live stream never ends: read up to the first complete message, then hang up.
@@ -106,7 +113,7 @@ export const mcp = (app: Running, token: string, tool: string, args: unknown) =>
     send(
       `${app.base}/mcp`,
       token,
-      JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: tool, arguments: args } }),
+      `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":${JSON.stringify(tool)},"arguments":${encode(args)}}}`,
       { "content-type": "application/json", accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" }
     ),
     ({ status, text, headers }): Answer => {
