@@ -12,7 +12,7 @@ import Database from "better-sqlite3"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
-import { compile, CursorKey, View } from "@cairn/catalog"
+import { compile, Sealer, View } from "@cairn/catalog"
 import { Principal, type QueryDocumentV1 } from "@cairn/domain"
 import { QueryPlanner } from "@cairn/query"
 import { Layout } from "@cairn/store"
@@ -75,7 +75,7 @@ const timeIt = async (iterations: number, body: (i: number) => unknown | Promise
 const measure = async (filename: string, iterations: number) => {
   const runtime = ManagedRuntime.make(
     Layer.mergeAll(QueryPlanner.Default, SqliteClient.layer({ filename })).pipe(
-      Layer.provide(CursorKey.layer(Redacted.make("bench-secret")))
+      Layer.provide(Sealer.layer(Redacted.make("bench-secret")))
     )
   )
   const loop = (n: number) =>

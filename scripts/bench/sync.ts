@@ -15,7 +15,7 @@ import Database from "better-sqlite3"
 import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Option, Redacted, Schedule, Stream } from "effect"
 import { generateKeyPair, jwtVerify, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
-import { compile, CursorKey, View } from "@cairn/catalog"
+import { compile, Sealer, View } from "@cairn/catalog"
 import { SyncClient } from "@cairn/client/SyncClient"
 import { Authentication, CurrentPrincipal, operationRef, Principal, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
@@ -41,7 +41,7 @@ const storeLayer = (dataDir: string) =>
 const engineLayer = (dataDir: string) =>
   Layer.merge(
     storeLayer(dataDir),
-    Sync.Default.pipe(Layer.provide([CursorKey.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({})]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({})]))
   )
 
 const invoke = (name: string, input: unknown, target?: string) =>

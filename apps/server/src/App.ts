@@ -6,7 +6,7 @@
  * first: a public deployment without its required settings never binds.
  */
 import {
-  CursorKeyLive,
+  SealerLive,
   DbSyncRoutes,
   Deployment,
   type DeploymentDefinition,
@@ -30,4 +30,4 @@ export const App = (definition: DeploymentDefinition) =>
       Layer.provide([EngineLive, IdentityLive, Limits.layerConfig])
     ),
     DevAuthServerLive
-  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(CursorKeyLive), Layer.provide(Deployment.layer(definition)))
+  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(SealerLive), Layer.provide(Deployment.layer(definition)))

@@ -6,7 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { CursorKey, type View } from "@cairn/catalog"
+import { Sealer, type View } from "@cairn/catalog"
 import {
   CatalogChanged,
   type Principal,
@@ -66,7 +66,7 @@ const compareKeys = (a: ReadonlyArray<Bindable>, b: ReadonlyArray<Bindable>, des
 
 export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/QueryPlanner", {
   effect: Effect.gen(function* () {
-    const sealer = yield* CursorKey
+    const sealer = yield* Sealer
 
     const run = Effect.fn("QueryPlanner.run")(function* (input: QueryInput) {
       const { database, principal, request, view } = input

@@ -5,7 +5,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { compile, describe as describeCatalog, Entity, RootSchema, RowScope, View } from "@cairn/catalog"
+import { compile, describe as describeCatalog, DescribeLimits, Entity, RootSchema, RowScope, View } from "@cairn/catalog"
 import { type Principal, type PublicError, type QueryDocumentV1, toPublicBody } from "@cairn/domain"
 import { decodeQueryRequest, QueryLimits, QueryPlanner } from "@cairn/query"
 import { Label, Member, Task, tracker } from "@cairn/tracker"
@@ -266,7 +266,9 @@ layer(TestLive)("query errors", (it) => {
         }
         // A describe cursor, sealed with the same key for another purpose, does not open.
         const view = View.full(catalog)
-        const described = yield* describeCatalog(view, { browse: { kinds: ["entity"] }, page: { limit: 1 } })
+        const described = yield* describeCatalog(view, { browse: { kinds: ["entity"] }, page: { limit: 1 } }).pipe(
+          Effect.provide(DescribeLimits.layer())
+        )
         assert.strictEqual((yield* continueWith(described.cursor!)).code, "invalid_query")
       }))
 

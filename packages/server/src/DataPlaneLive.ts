@@ -4,7 +4,7 @@
  * connection, mutations through that database's single writer (guarded by policy).
  * `EngineLive` assembles it with the store, the planner and their settings.
  */
-import { CursorKey, DescribeLimits, describe } from "@cairn/catalog"
+import { Sealer, DescribeLimits, describe } from "@cairn/catalog"
 import { QueryLimits, QueryPlanner } from "@cairn/query"
 import { activateForRequest, Databases, mutate, OperationCatalog, StoreConfig, storeConfig } from "@cairn/store"
 import { Effect, Layer } from "effect"
@@ -20,7 +20,7 @@ export const DataPlaneLive = Layer.effect(
   Effect.gen(function* () {
     const { policy } = yield* Deployment
     // Captured once: the engine's calls run with the settings it was built with.
-    const context = yield* Effect.context<Databases | QueryPlanner | CursorKey>()
+    const context = yield* Effect.context<Databases | QueryPlanner | Sealer>()
     const planner = yield* QueryPlanner
     const queryLimits = yield* QueryLimits
     const describeLimits = yield* DescribeLimits
@@ -60,7 +60,7 @@ export const DatabasesLive = Databases.Default.pipe(
 /**
  * `DataPlane` with everything behind it, configured from the environment (`CAIRN_SQLITE_*`,
  * `CAIRN_QUERY_*`, `CAIRN_DISCOVERY_*`, ...). Also exposes `Databases` and the limits, for
- * sync. Needs `Deployment`, `Settings` and `CursorKey`.
+ * sync. Needs `Deployment`, `Settings` and `Sealer`.
  */
 export const EngineLive = DataPlaneLive.pipe(
   Layer.provideMerge(QueryPlanner.Default),

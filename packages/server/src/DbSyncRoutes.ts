@@ -13,5 +13,5 @@ const Handlers = Layer.unwrapEffect(
   Effect.map(Deployment, ({ policy }) => SyncHandlers({ view: (principal) => policy.view(principal) }))
 ).pipe(Layer.provide(Sync.Default), Layer.provide(SyncConfig.layerConfig))
 
-/** Needs `Databases`, `CursorKey`, `Deployment`, `Identity` and `Limits` (see `EngineLive`). */
+/** Needs `Databases`, `Sealer`, `Deployment`, `Identity` and `Limits` (see `EngineLive`). */
 export const DbSyncRoutes = SyncRoutes.pipe(Layer.provide([Handlers, DbAuthentication, DbGate.layer]))

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { compile, CursorKey, describe, View } from "@cairn/catalog"
+import { compile, DescribeLimits, Sealer, describe, View } from "@cairn/catalog"
 import { Inaccessible, InternalError, InvalidQuery, Overloaded } from "@cairn/domain"
 import {
   DataPlane,
@@ -86,9 +86,9 @@ export const secretDefect = "SELECT * FROM internal_table_7f3a WHERE db_file='te
 export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(function* () {
   const catalog = yield* compile(tracker)
   const view = View.full(catalog)
-  const sealer = yield* CursorKey
+  const sealer = yield* Sealer
   return DataPlane.of({
-    describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(CursorKey, sealer)),
+    describe: (_principal, request) => describe(view, request).pipe(Effect.provideService(Sealer, sealer), Effect.provide(DescribeLimits.layer())),
     query: (principal, request) => {
       if (request.query.from.name === "Nope") return Effect.fail(new InvalidQuery({ message: 'No entity named "Nope" is defined.' }))
       if (request.query.page?.first === 999) {
@@ -120,7 +120,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
       })
     }
   })
-}).pipe(Layer.effect(DataPlane), Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
+}).pipe(Layer.effect(DataPlane), Layer.provide(Sealer.layer(Redacted.make(randomBytes(32).toString("base64url")))))
 
 export interface FrontOptions {
   readonly limits?: Partial<LimitsShape>

@@ -3,7 +3,7 @@
  * database: snapshot pages of a scope, then the changes after a cursor, filtered
  * through the principal's policy, caught up and then live until the caller stops.
  */
-import { CursorKey, type View } from "@cairn/catalog"
+import { Sealer, type View } from "@cairn/catalog"
 import {
   CatalogChanged,
   type ChangesRequest,
@@ -34,7 +34,7 @@ const restartSnapshot = (why: string) =>
 
 export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
   effect: Effect.gen(function* () {
-    const sealer = yield* CursorKey
+    const sealer = yield* Sealer
     const config = yield* SyncConfig
     /** When each database was last compacted (by opaque id), so compaction runs at most every `compactEvery`. */
     const lastCompaction = new Map<string, number>()

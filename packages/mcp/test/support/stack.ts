@@ -12,7 +12,7 @@ import { Policy, Rule } from "@cairn/policy"
 import { Handler } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
 import {
-  CursorKeyLive,
+  SealerLive,
   DataPlane,
   Deployment,
   type DeploymentDefinition,
@@ -101,7 +101,7 @@ export const startStack = (options: StackOptions = {}) =>
       ),
       DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
     ).pipe(
-      Layer.provide(CursorKeyLive),
+      Layer.provide(SealerLive),
       Layer.provide([Settings.layer(settings), DeploymentLive]),
       Layer.provide(
         Layer.setConfigProvider(

@@ -3,7 +3,7 @@
  * pages, resume from a checkpoint, apply batches to an in-memory copy, follow
  * resnapshot instructions. Tests compare the copy with the oracle.
  */
-import { CursorKey, View } from "@cairn/catalog"
+import { Sealer, View } from "@cairn/catalog"
 import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
 import type { Database } from "@cairn/store"
 import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
@@ -16,7 +16,7 @@ export const secret = Redacted.make("sync-test-secret-0123456789abcdef")
 export const engineLayer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
   Layer.merge(
     storeLayer(dataDir),
-    Sync.Default.pipe(Layer.provide([CursorKey.layer(secret), SyncConfig.layer(config)]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(secret), SyncConfig.layer(config)]))
   )
 
 export interface Snapshot {
