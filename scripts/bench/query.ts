@@ -14,7 +14,7 @@ import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
 import { compile, Sealer, View } from "@cairn/catalog"
 import { Principal, type QueryDocumentV1 } from "@cairn/domain"
-import { QueryPlanner } from "@cairn/query"
+import { QueryLimits, QueryPlanner } from "@cairn/query"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
 
@@ -74,7 +74,7 @@ const timeIt = async (iterations: number, body: (i: number) => unknown | Promise
 /** Best-of-rounds queries per second of the planner and of the raw statement on one file. */
 const measure = async (filename: string, iterations: number) => {
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(QueryPlanner.Default, SqliteClient.layer({ filename })).pipe(
+    Layer.mergeAll(QueryPlanner.Default, SqliteClient.layer({ filename }), QueryLimits.layer()).pipe(
       Layer.provide(Sealer.layer(Redacted.make("bench-secret")))
     )
   )

@@ -20,6 +20,7 @@ import { SyncClient } from "@cairn/client/SyncClient"
 import { Authentication, CurrentPrincipal, operationRef, Principal, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
 import { databaseId, Databases, Layout, mutate, OperationCatalog, StoreConfig } from "@cairn/store"
+import { QueryLimits } from "@cairn/query"
 import { Sync, SyncConfig, SyncHandlers, SyncRoutes } from "@cairn/sync"
 import { tracker, trackerHandlers, trackerPolicy } from "@cairn/tracker"
 
@@ -41,7 +42,7 @@ const storeLayer = (dataDir: string) =>
 const engineLayer = (dataDir: string) =>
   Layer.merge(
     storeLayer(dataDir),
-    Sync.Default.pipe(Layer.provide([Sealer.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({})]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({}), QueryLimits.layer()]))
   )
 
 const invoke = (name: string, input: unknown, target?: string) =>

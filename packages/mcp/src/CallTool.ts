@@ -13,7 +13,7 @@ import {
   type PublicError,
   toPublicBody
 } from "@cairn/domain"
-import { decodeQueryRequest } from "@cairn/query"
+import { decodeQueryRequest, type QueryLimits } from "@cairn/query"
 import type { DataPlaneShape } from "@cairn/server"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"
@@ -44,7 +44,7 @@ export const callTool = Effect.fn("Mcp.callTool")(function* (
   name: ToolName,
   args: unknown
 ) {
-  const run: Effect.Effect<object, PublicError | Overloaded> =
+  const run: Effect.Effect<object, PublicError | Overloaded, QueryLimits> =
     name === "describe"
       ? Effect.flatMap(decodeDescribeRequest(args ?? {}), (request) => plane.describe(principal, request))
       : name === "query"

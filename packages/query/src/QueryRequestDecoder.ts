@@ -1,86 +1,24 @@
 /**
  * Strict decoding of an untrusted `query` request (MCP arguments, raw JSON bodies):
  * unknown keys, a version other than 1, malformed filters and wrong shapes become
- * `invalid_query` whose issues point at the offending place. Filters are decoded node
- * by node, keyed by `op`, because a failed schema union reports every alternative it
- * tried instead of the one the caller meant; their size is checked before any work.
+ * `invalid_query` whose issues point at the offending place. The filter goes through
+ * the one bounded check (`FilterDecoder`) before anything recurses into it.
  */
-import { Effect, Schema } from "effect"
-import {
-  Comparison,
-  ComparisonOp,
-  decodeStrict,
-  InvalidQuery,
-  type Issue,
-  IsNull,
-  QueryBudgetExceeded,
-  QueryRequest,
-  SetMembership,
-  summarizeIssues,
-  SetOp
-} from "@cairn/domain"
-import { QueryLimits } from "./QueryLimits.js"
-
-const Compound = Schema.Struct({ op: Schema.Literal("and", "or"), filters: Schema.Array(Schema.Unknown) })
-const Negation = Schema.Struct({ op: Schema.Literal("not"), filter: Schema.Unknown })
-
-const operators = [...ComparisonOp.literals, ...SetOp.literals, "isNull", "and", "or", "not"]
-
-/** Drops summaries that a more precise issue below them explains, and merges alternatives at one path. */
-const tidy = (issues: ReadonlyArray<Issue>): ReadonlyArray<Issue> => {
-  const precise = issues.filter((i) => !issues.some((j) => j.path !== i.path && j.path.startsWith(i.path === "/" ? "/" : `${i.path}/`)))
-  const byPath = new Map<string, Array<string>>()
-  for (const i of precise) {
-    const messages = byPath.get(i.path) ?? []
-    if (!messages.includes(i.message)) messages.push(i.message)
-    byPath.set(i.path, messages)
-  }
-  return [...byPath].map(([path, messages]) => ({ path, message: messages.join(" or ") }))
-}
-
-const invalid = (raw: ReadonlyArray<Issue>) => {
-  const issues = tidy(raw)
-  return new InvalidQuery({ message: `The query request is malformed: ${summarizeIssues(issues, 3)}.`, issues })
-}
+import { Effect } from "effect"
+import { decodeStrict, type InvalidQuery, type QueryBudgetExceeded, QueryRequest } from "@cairn/domain"
+import { decodeFilter, malformed } from "./FilterDecoder.js"
+import type { QueryLimits } from "./QueryLimits.js"
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const checkFilter = (raw: unknown, at: string, budget: { nodes: number }): Effect.Effect<void, InvalidQuery | QueryBudgetExceeded> =>
-  Effect.gen(function* () {
-    if (--budget.nodes < 0) {
-      const limits = yield* QueryLimits
-      return yield* new QueryBudgetExceeded({
-        limit: "maxFilterNodes",
-        message: `/query/where: the filter has more than ${limits.maxFilterNodes} nodes. Simplify the filter.`
-      })
-    }
-    if (!isObject(raw)) return yield* invalid([{ path: at, message: "a filter is an object with an \"op\"" }])
-    const op = raw["op"]
-    const schema =
-      typeof op !== "string" ? undefined
-      : (ComparisonOp.literals as ReadonlyArray<string>).includes(op) ? Comparison
-      : (SetOp.literals as ReadonlyArray<string>).includes(op) ? SetMembership
-      : op === "isNull" ? IsNull
-      : op === "and" || op === "or" ? Compound
-      : op === "not" ? Negation
-      : undefined
-    if (schema === undefined) {
-      return yield* invalid([{ path: `${at}/op`, message: `${JSON.stringify(op) ?? "nothing"} is not a filter operator; use one of ${operators.join(", ")}` }])
-    }
-    yield* decodeStrict(schema as Schema.Schema<unknown, unknown>, invalid, at)(raw)
-    if (op === "and" || op === "or") {
-      for (const [i, f] of (raw["filters"] as ReadonlyArray<unknown>).entries()) yield* checkFilter(f, `${at}/filters/${i}`, budget)
-    } else if (op === "not") yield* checkFilter(raw["filter"], `${at}/filter`, budget)
-  })
-
+const invalid = malformed("query")
 const decodeRequest = decodeStrict(QueryRequest, invalid)
 
 /** Decodes a raw `query` request; every failure is `invalid_query` (or a filter too large to look at). */
-export const decodeQueryRequest = (raw: unknown): Effect.Effect<QueryRequest, InvalidQuery | QueryBudgetExceeded> =>
+export const decodeQueryRequest = (raw: unknown): Effect.Effect<QueryRequest, InvalidQuery | QueryBudgetExceeded, QueryLimits> =>
   Effect.gen(function* () {
     if (isObject(raw) && isObject(raw["query"]) && raw["query"]["where"] !== undefined) {
-      const limits = yield* QueryLimits
-      yield* checkFilter(raw["query"]["where"], "/query/where", { nodes: limits.maxFilterNodes })
+      yield* decodeFilter(raw["query"]["where"], "/query/where", invalid)
     }
     return yield* decodeRequest(raw)
   })

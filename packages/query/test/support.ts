@@ -13,7 +13,7 @@ import { Principal, type QueryDocumentV1, type Scalar } from "@cairn/domain"
 import { evaluate, inScope, type Lookup, type RecordValue } from "@cairn/policy"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
-import { QueryPlanner } from "@cairn/query"
+import { QueryLimits, QueryPlanner } from "@cairn/query"
 
 export const catalog: Catalog = Effect.runSync(compile(tracker))
 
@@ -38,7 +38,8 @@ export const setupSchema = Effect.gen(function* () {
 
 export const TestLive = Layer.mergeAll(
   Layer.effectDiscard(setupSchema).pipe(Layer.provideMerge(DatabaseLive)),
-  QueryPlanner.Default.pipe(Layer.provideMerge(Keys))
+  QueryPlanner.Default.pipe(Layer.provideMerge(Keys)),
+  QueryLimits.layer()
 )
 
 export const who = (subject: string, databaseKey = "acme") =>

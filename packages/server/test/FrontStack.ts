@@ -9,6 +9,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { compile, DescribeLimits, Sealer, describe, View } from "@cairn/catalog"
 import { Inaccessible, InternalError, InvalidQuery, Overloaded } from "@cairn/domain"
+import { QueryLimits } from "@cairn/query"
 import {
   DataPlane,
   FrontMiddleware,
@@ -167,7 +168,7 @@ export const startFront = (options: FrontOptions = {}) =>
       Logger.map(Logger.logfmtLogger, (line) => void lines.push(line))
     )
     yield* serve(Layer.mergeAll(FrontMiddleware, RpcRoutes, TestHookRoutes)).pipe(
-      Layer.provide([options.plane ?? scriptedPlane(journal), testIdentity(signer, base), Limits.layer(options.limits)]),
+      Layer.provide([options.plane ?? scriptedPlane(journal), testIdentity(signer, base), Limits.layer(options.limits), QueryLimits.layer()]),
       Layer.provide(Settings.layer(settings)),
       Layer.provide(capture),
       Layer.build

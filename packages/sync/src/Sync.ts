@@ -19,6 +19,7 @@ import {
   type SyncRecord
 } from "@cairn/domain"
 import type { RecordValue } from "@cairn/policy"
+import { QueryLimits } from "@cairn/query"
 import { type Database, Log } from "@cairn/store"
 import { Clock, Deferred, Duration, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
 import { narrowingOf, replay } from "./internal/replay.js"
@@ -36,6 +37,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
   effect: Effect.gen(function* () {
     const sealer = yield* Sealer
     const config = yield* SyncConfig
+    const limits = yield* QueryLimits
     /** When each database was last compacted (by opaque id), so compaction runs at most every `compactEvery`. */
     const lastCompaction = new Map<string, number>()
     /**
@@ -174,7 +176,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           catalogToken: view.token
         })
       }
-      const scope = yield* resolveScope(view, request.scope)
+      const scope = yield* resolveScope(view, request.scope, limits)
       const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
       let continuation: SyncCursor.Continuation | undefined
       if (request.after !== undefined) {
@@ -309,7 +311,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     ): Stream.Stream<SyncMessage, PublicError> =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
-          const scope = yield* resolveScope(view, request.scope)
+          const scope = yield* resolveScope(view, request.scope, limits)
           const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
           const cursor = SyncCursor.openCursor(sealer, request.cursor)
           const reason = SyncCursor.mismatch(cursor, binding)

@@ -11,6 +11,7 @@ import type { RootSchema } from "@cairn/catalog"
 import { Policy, Rule } from "@cairn/policy"
 import { Handler } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
+import { QueryLimits } from "@cairn/query"
 import {
   SealerLive,
   DataPlane,
@@ -91,7 +92,7 @@ export const startStack = (options: StackOptions = {}) =>
     }
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
-    const PlaneLive = options.plane ?? EngineLive
+    const PlaneLive = options.plane ? Layer.merge(options.plane, QueryLimits.layer()) : EngineLive
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.

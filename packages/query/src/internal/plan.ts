@@ -8,6 +8,7 @@ import { digest, fitsColumn } from "@cairn/catalog"
 import {
   type Direction,
   type Filter,
+  idOperators,
   Inaccessible,
   InvalidQuery,
   type Path,
@@ -17,6 +18,7 @@ import {
   type Scalar,
   UnknownDefinition
 } from "@cairn/domain"
+import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 
 export const isIdField = (field: FieldInfo): field is IdField => field === idField
@@ -84,7 +86,7 @@ export const idField: IdField = {
   name: "id",
   column: "text",
   nullable: false,
-  operators: ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
+  operators: idOperators
 }
 
 const pointer = (segment: string) => segment.replace(/~/g, "~0").replace(/\//g, "~1")
@@ -97,21 +99,6 @@ const budget = (limit: keyof QueryLimitsShape, message: string) => new QueryBudg
 const isError = (u: unknown): u is PublicError =>
   u instanceof InvalidQuery || u instanceof Inaccessible || u instanceof QueryBudgetExceeded || u instanceof UnknownDefinition
 
-const countNodes = (filter: Filter): number =>
-  filter.op === "and" || filter.op === "or"
-    ? filter.filters.reduce((n, f) => n + countNodes(f), 1)
-    : filter.op === "not"
-      ? 1 + countNodes(filter.filter)
-      : 1
-
-const largestIn = (filter: Filter): number =>
-  filter.op === "and" || filter.op === "or"
-    ? Math.max(0, ...filter.filters.map(largestIn))
-    : filter.op === "not"
-      ? largestIn(filter.filter)
-      : filter.op === "in" || filter.op === "notIn"
-        ? filter.value.length
-        : 0
 
 const typeName = (field: FieldInfo): string =>
   field.literals
@@ -298,17 +285,9 @@ export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape)
     return budget("maxOrderTerms", `/query/order: ${docOrder.length} order terms; at most ${limits.maxOrderTerms} are allowed. Order by fewer paths.`)
   }
   if (doc.where) {
-    const nodes = countNodes(doc.where)
-    if (nodes > limits.maxFilterNodes) {
-      return budget("maxFilterNodes", `/query/where: the filter has ${nodes} nodes; at most ${limits.maxFilterNodes} are allowed. Simplify the filter.`)
-    }
-    const values = largestIn(doc.where)
-    if (values > limits.maxInValues) {
-      return budget(
-        "maxInValues",
-        `/query/where: an in/notIn list has ${values} values; at most ${limits.maxInValues} are allowed. Split the query or filter on a broader field.`
-      )
-    }
+    // The same bounded check the request decoders make: a document built in code is held to it too.
+    const problem = checkFilter(doc.where, "/query/where", limits, malformed("query"))
+    if (problem) return problem
   }
 
   const planner = new Planner(view, entity, limits)

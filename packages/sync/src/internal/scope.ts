@@ -5,7 +5,8 @@
  * change needs no extra reads to decide it).
  */
 import { type CompiledEntity, type CompiledField, digest, fitsColumn, RowScope, type View } from "@cairn/catalog"
-import { type Filter, InvalidQuery, type Issue, type SyncScope, UnknownDefinition } from "@cairn/domain"
+import { type Filter, idOperators, InvalidQuery, type Issue, type QueryBudgetExceeded, type SyncScope, UnknownDefinition } from "@cairn/domain"
+import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query"
 import { Effect } from "effect"
 
 export interface ScopeEntry {
@@ -30,8 +31,6 @@ const scalarFits = (field: CompiledField | undefined, value: unknown): boolean =
   return fitsColumn(field?.column ?? "text", value)
 }
 
-const idOperators = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
-
 const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: string, issues: Array<Issue>): void => {
   switch (filter.op) {
     case "and":
@@ -52,7 +51,7 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
         issues.push({ path: `${at}/path`, message: `${entity.name} has no field "${name}"` })
         return
       }
-      const operators = field?.operators ?? idOperators
+      const operators: ReadonlyArray<string> = field?.operators ?? idOperators
       if (!operators.includes(filter.op)) {
         issues.push({ path: `${at}/op`, message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${operators.join(", ")})` })
         return
@@ -71,9 +70,22 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
   }
 }
 
-/** Resolves `scope` for the principal whose view this is. */
-export const resolveScope = (view: View, scope: SyncScope): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> =>
-  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> => {
+/**
+ * Resolves `scope` for the principal whose view this is. Each filter is first held to
+ * the query budgets (the same bounded check the request decoders make), so a scope
+ * built in code cannot bypass them either.
+ */
+export const resolveScope = (
+  view: View,
+  scope: SyncScope,
+  limits: FilterLimits
+): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> =>
+  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> => {
+    for (const [i, requested] of scope.entities.entries()) {
+      if (requested.where === undefined) continue
+      const problem = checkBounds(requested.where, `/scope/entities/${i}/where`, limits, malformed("sync"))
+      if (problem !== undefined) return Effect.fail(problem)
+    }
     const entries: Array<ScopeEntry> = []
     const issues: Array<Issue> = []
     for (const [i, requested] of scope.entities.entries()) {

@@ -5,6 +5,7 @@
  */
 import { Sealer, View } from "@cairn/catalog"
 import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
+import { QueryLimits } from "@cairn/query"
 import type { Database } from "@cairn/store"
 import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
 import { Chunk, Effect, Layer, Redacted, Stream } from "effect"
@@ -16,7 +17,7 @@ export const secret = Redacted.make("sync-test-secret-0123456789abcdef")
 export const engineLayer = (dataDir: string, config: Partial<SyncConfigShape> = {}) =>
   Layer.merge(
     storeLayer(dataDir),
-    Sync.Default.pipe(Layer.provide([Sealer.layer(secret), SyncConfig.layer(config)]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(secret), SyncConfig.layer(config), QueryLimits.layer()]))
   )
 
 export interface Snapshot {
