@@ -4,7 +4,7 @@
  * hops), the order completed by `id`, and an access path whose work is bounded.
  */
 import type { CompiledEntity, CompiledField, CompiledRelationship, View } from "@cairn/catalog"
-import { digest, fitsColumn } from "@cairn/catalog"
+import { digest, leafProblems } from "@cairn/catalog"
 import {
   type Direction,
   type Filter,
@@ -105,11 +105,6 @@ const typeName = (field: FieldInfo): string =>
     ? `one of ${field.literals.map((l) => JSON.stringify(l)).join(", ")}`
     : { text: "a string", integer: "an integer", real: "a number", boolean: "true or false" }[field.column]
 
-const fits = (field: FieldInfo, value: Scalar): boolean => {
-  if (field.literals) return field.literals.includes(value as string | number | boolean)
-  return fitsColumn(field.column, value)
-}
-
 class Planner {
   private readonly joins = new Map<string, Join>()
 
@@ -188,24 +183,18 @@ class Planner {
         const resolved = this.resolve(filter.path, `${where}/path`)
         if (isError(resolved)) return resolved
         const field = resolved.field
-        if (!field.operators.includes(filter.op)) {
+        const problem = leafProblems(field, filter)[0]
+        if (problem === undefined) return undefined
+        if (problem._tag === "Operator") {
           return invalid(
             `${where}/op`,
             `"${filter.op}" cannot be applied to ${JSON.stringify(filter.path)}; its operators are ${field.operators.join(", ")}.`
           )
         }
-        if (filter.op === "isNull") return undefined
-        const values: ReadonlyArray<Scalar> = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value as Scalar]
-        for (const [i, value] of values.entries()) {
-          const at = filter.op === "in" || filter.op === "notIn" ? `${where}/value/${i}` : `${where}/value`
-          if (value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
-          if (filter.op === "startsWith" || filter.op === "contains") {
-            if (typeof value !== "string") return invalid(at, `"${filter.op}" takes a string.`)
-          } else if (!fits(field, value)) {
-            return invalid(at, `${JSON.stringify(value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
-          }
-        }
-        return undefined
+        const at = problem.index === undefined ? `${where}/value` : `${where}/value/${problem.index}`
+        if (problem.value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
+        if (filter.op === "startsWith" || filter.op === "contains") return invalid(at, `"${filter.op}" takes a string.`)
+        return invalid(at, `${JSON.stringify(problem.value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
       }
     }
   }

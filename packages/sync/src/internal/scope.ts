@@ -4,7 +4,7 @@
  * filter never reads through a relationship the client cannot see, and replaying a
  * change needs no extra reads to decide it).
  */
-import { type CompiledEntity, type CompiledField, digest, fitsColumn, RowScope, type View } from "@cairn/catalog"
+import { type CompiledEntity, type CompiledField, digest, leafProblems, RowScope, type View } from "@cairn/catalog"
 import { type Filter, idOperators, InvalidQuery, type Issue, type QueryBudgetExceeded, type SyncScope, UnknownDefinition } from "@cairn/domain"
 import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query"
 import { Effect } from "effect"
@@ -27,10 +27,6 @@ export interface ResolvedScope {
   readonly accessDigest: string
 }
 
-const scalarFits = (field: CompiledField | undefined, value: unknown): boolean => {
-  return fitsColumn(field?.column ?? "text", value)
-}
-
 const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: string, issues: Array<Issue>): void => {
   switch (filter.op) {
     case "and":
@@ -51,21 +47,20 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
         issues.push({ path: `${at}/path`, message: `${entity.name} has no field "${name}"` })
         return
       }
-      const operators: ReadonlyArray<string> = field?.operators ?? idOperators
-      if (!operators.includes(filter.op)) {
-        issues.push({ path: `${at}/op`, message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${operators.join(", ")})` })
-        return
-      }
-      if (filter.op === "isNull") return
-      const values = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value]
-      values.forEach((value, i) => {
-        if (!scalarFits(field, value) || (field?.literals !== undefined && !field.literals.includes(value as never))) {
+      const target = field ?? { column: "text" as const, operators: idOperators }
+      for (const problem of leafProblems(target, filter)) {
+        if (problem._tag === "Operator") {
           issues.push({
-            path: `${at}/value${filter.op === "in" || filter.op === "notIn" ? `/${i}` : ""}`,
-            message: `${JSON.stringify(value)} is not a valid value for ${entity.name}.${name}${value === null ? " (use isNull)" : ""}`
+            path: `${at}/op`,
+            message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${target.operators.join(", ")})`
+          })
+        } else {
+          issues.push({
+            path: `${at}/value${problem.index === undefined ? "" : `/${problem.index}`}`,
+            message: `${JSON.stringify(problem.value)} is not a valid value for ${entity.name}.${name}${problem.value === null ? " (use isNull)" : ""}`
           })
         }
-      })
+      }
     }
   }
 }
