@@ -3,13 +3,13 @@
 // rows they read (row scopes evaluated over a small data set), and which operations
 // they may invoke on which targets and references.
 import { assert, describe, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
-import { type Catalog, compile, CursorKey, describe as describeCatalog, Entity, RootSchema, View } from "@cairn/catalog"
+import { Effect, Layer, Redacted } from "effect"
+import { type Catalog, compile, DescribeLimits, Sealer, describe as describeCatalog, Entity, RootSchema, View } from "@cairn/catalog"
 import { DatabaseKey, operationRef, Principal, toPublicBody, type PublicError } from "@cairn/domain"
 import { inScope, type Lookup, permits, Policy, type RecordValue } from "@cairn/policy"
 import { Member, MemberAdd, ProjectArchive, tracker, trackerPolicy } from "@cairn/tracker"
 
-const Keys = CursorKey.layer(Redacted.make("tracker-policy-test"))
+const Keys = Layer.merge(Sealer.layer(Redacted.make("tracker-policy-test")), DescribeLimits.layer())
 
 const who = (subject: string, roles: ReadonlyArray<string> = []) =>
   new Principal({ subject, roles, scopes: ["cairn:read", "cairn:write"], claims: { sub: subject, org: "acme" }, databaseKey: DatabaseKey.make("acme") })

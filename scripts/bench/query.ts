@@ -12,9 +12,9 @@ import Database from "better-sqlite3"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, ManagedRuntime, Redacted } from "effect"
-import { compile, CursorKey, View } from "@cairn/catalog"
+import { compile, Sealer, View } from "@cairn/catalog"
 import { DatabaseKey, Principal, type QueryDocumentV1 } from "@cairn/domain"
-import { QueryPlanner } from "@cairn/query"
+import { QueryLimits, QueryPlanner } from "@cairn/query"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
 
@@ -74,8 +74,8 @@ const timeIt = async (iterations: number, body: (i: number) => unknown | Promise
 /** Best-of-rounds queries per second of the planner and of the raw statement on one file. */
 const measure = async (filename: string, iterations: number) => {
   const runtime = ManagedRuntime.make(
-    Layer.mergeAll(QueryPlanner.Default, SqliteClient.layer({ filename })).pipe(
-      Layer.provide(CursorKey.layer(Redacted.make("bench-secret")))
+    Layer.mergeAll(QueryPlanner.Default, SqliteClient.layer({ filename }), QueryLimits.layer()).pipe(
+      Layer.provide(Sealer.layer(Redacted.make("bench-secret")))
     )
   )
   const loop = (n: number) =>

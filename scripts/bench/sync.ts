@@ -12,10 +12,11 @@ import Database from "better-sqlite3"
 import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schedule, Stream } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
-import { compile, CursorKey, View } from "@cairn/catalog"
+import { compile, Sealer, View } from "@cairn/catalog"
 import { SyncClient } from "@cairn/client/SyncClient"
 import { DatabaseKey, InvocationId, operationRef, Principal, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
+import { QueryLimits } from "@cairn/query"
 import { databaseId, Databases, Layout, mutate, MutationGuard, OperationCatalog, StoreConfig } from "@cairn/store"
 import {
   BearerGate,
@@ -54,7 +55,7 @@ const storeLayer = (dataDir: string) =>
 const engineLayer = (dataDir: string) =>
   Layer.merge(
     storeLayer(dataDir),
-    Sync.Default.pipe(Layer.provide([CursorKey.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({})]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(Redacted.make("bench-secret-0123456789abcdef0123")), SyncConfig.layer({}), QueryLimits.layer()]))
   )
 
 const invoke = (name: string, input: unknown, target?: string) =>
@@ -141,7 +142,7 @@ const fanout = async () => {
       Layer.provide([BearerGate.Default, Limits.layer()]),
       Layer.provideMerge(engine),
       Layer.provide(identity),
-      Layer.provide([CursorKey.layer(Redacted.make("bench-secret-0123456789abcdef0123")), Deployment.layer(trackerDeployment)]),
+      Layer.provide([Sealer.layer(Redacted.make("bench-secret-0123456789abcdef0123")), Deployment.layer(trackerDeployment)]),
       Layer.provide(Settings.layer(settings))
     )
     const runtime = ManagedRuntime.make(app.pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))))

@@ -7,7 +7,7 @@
  */
 import {
   BearerGate,
-  CursorKeyLive,
+  SealerLive,
   DataPlane,
   DbRoutes,
   Deployment,
@@ -37,4 +37,4 @@ export const App = (definition: DeploymentDefinition) =>
       Layer.provide(DevFallbackIssuer)
     ),
     DevAuthServer.DevAuthServerLive
-  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(CursorKeyLive), Layer.provide(Deployment.layer(definition)))
+  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(SealerLive), Layer.provide(Deployment.layer(definition)))

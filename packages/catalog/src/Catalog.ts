@@ -4,10 +4,10 @@
  * of everything a client relies on (definitions, then policy), stable across restarts.
  */
 import { Effect, JSONSchema, Schema, SchemaAST as AST } from "effect"
-import type { OperationRef } from "@cairn/domain"
+import { fieldOperators, type OperationRef } from "@cairn/domain"
 import { CatalogError } from "./CatalogError.js"
 import type { Entity } from "./Entity.js"
-import { digest } from "./internal/digest.js"
+import { digest } from "./Digest.js"
 import { analyze, type ColumnType } from "./internal/storedType.js"
 import type * as Operation from "./Operation.js"
 import type { RootSchema } from "./RootSchema.js"
@@ -77,15 +77,8 @@ const ENTITY_NAME = /^[A-Z][A-Za-z0-9]{0,63}$/
 const MEMBER_NAME = /^[a-z][A-Za-z0-9]{0,63}$/
 const ROOT_NAME = /^[a-z][a-z0-9_-]{0,63}$/
 
-const operatorsFor = (column: ColumnType, nullable: boolean, enumerated: boolean): ReadonlyArray<string> => {
-  const base =
-    column === "boolean" || enumerated
-      ? ["eq", "ne", "in", "notIn"]
-      : column === "text"
-        ? ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
-        : ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn"]
-  return nullable ? [...base, "isNull"] : base
-}
+const operatorsFor = (column: ColumnType, nullable: boolean, enumerated: boolean): ReadonlyArray<string> =>
+  fieldOperators(column, { nullable, enumerated })
 
 /** JSON Schema for discovery, without the `$schema` header every one would repeat. */
 export const jsonSchemaOf = (schema: Schema.Schema<any, any>): JsonSchemaObject => {

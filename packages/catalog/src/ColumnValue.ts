@@ -1,4 +1,9 @@
-/** Whether a JSON value can be stored in (and compared with) a column of a given type. */
+/**
+ * Whether a JSON value can be stored in (and compared with) a column of a given type,
+ * and whether a leaf of the filter language applies to a field: the one rule the
+ * planner (query filters) and sync (scope filters) both judge leaves by.
+ */
+import type { Comparison, IsNull, SetMembership } from "@cairn/domain"
 import type { ColumnType } from "./internal/storedType.js"
 
 /** A concrete scalar of the column's stored type (not checked against a literal set). */
@@ -13,4 +18,40 @@ export const fitsColumn = (column: ColumnType, value: unknown): boolean => {
     case "boolean":
       return typeof value === "boolean"
   }
+}
+
+/** What a leaf needs to know of the field it names (a catalog field or the record id). */
+export interface Comparable {
+  readonly column: ColumnType
+  readonly literals?: ReadonlyArray<string | number | boolean> | undefined
+  readonly operators: ReadonlyArray<string>
+}
+
+/** One thing wrong with a leaf: its operator, or one of its values (`index` within an in/notIn list). */
+export type LeafProblem =
+  | { readonly _tag: "Operator" }
+  | { readonly _tag: "Value"; readonly index: number | undefined; readonly value: unknown }
+
+/**
+ * Everything wrong with applying `leaf` to `field`, in document order: an operator the
+ * field does not take (then nothing else), else every value that is null (use `isNull`),
+ * not a string for `startsWith`/`contains`, or not a value the field can hold.
+ */
+export const leafProblems = (field: Comparable, leaf: Comparison | SetMembership | IsNull): ReadonlyArray<LeafProblem> => {
+  if (!field.operators.includes(leaf.op)) return [{ _tag: "Operator" }]
+  if (leaf.op === "isNull") return []
+  const list = leaf.op === "in" || leaf.op === "notIn"
+  const values: ReadonlyArray<unknown> = list ? (leaf.value as ReadonlyArray<unknown>) : [leaf.value]
+  const problems: Array<LeafProblem> = []
+  for (const [i, value] of values.entries()) {
+    const fits =
+      value !== null &&
+      (leaf.op === "startsWith" || leaf.op === "contains"
+        ? typeof value === "string"
+        : field.literals
+          ? field.literals.includes(value as string | number | boolean)
+          : fitsColumn(field.column, value))
+    if (!fits) problems.push({ _tag: "Value", index: list ? i : undefined, value })
+  }
+  return problems
 }

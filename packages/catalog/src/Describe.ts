@@ -2,7 +2,7 @@
  * The `describe` engine: browse, search or inspect a principal's visible catalog.
  * Every transport (RPC, MCP) calls this one function.
  */
-import { Context, Effect, Option } from "effect"
+import { Context, Effect, Layer, Option, Schema } from "effect"
 import {
   type Card,
   type Definition,
@@ -14,14 +14,30 @@ import {
   UnknownDefinition
 } from "@cairn/domain"
 import type { CompiledEntity, CompiledOperation, CompiledTrait } from "./Catalog.js"
-import { CursorKey } from "./CursorKey.js"
-import { digest } from "./internal/digest.js"
+import { Sealer } from "./Sealer.js"
+import { digest } from "./Digest.js"
 import type { View } from "./View.js"
 
-/** The discovery limit: page sizes for browse and search, and references per inspect. */
-export class DescribeLimits extends Context.Reference<DescribeLimits>()("@cairn/catalog/DescribeLimits", {
-  defaultValue: () => ({ defaultLimit: 25, maxLimit: 100 })
-}) {}
+export interface DescribeLimitsShape {
+  /** `page.limit` when the request gives none. */
+  readonly defaultLimit: number
+  /** Largest `page.limit`, and most references one inspect may name. */
+  readonly maxLimit: number
+}
+
+export const defaultDescribeLimits: DescribeLimitsShape = { defaultLimit: 25, maxLimit: 100 }
+
+/**
+ * The discovery limit: page sizes for browse and search, and references per inspect.
+ * Required: a deployment that forgets it must not build with silent limits.
+ */
+export class DescribeLimits extends Context.Tag("@cairn/catalog/DescribeLimits")<DescribeLimits, DescribeLimitsShape>() {
+  static readonly layer = (limits: Partial<DescribeLimitsShape> = {}) =>
+    Layer.succeed(DescribeLimits, { ...defaultDescribeLimits, ...limits })
+}
+
+/** What a describe cursor carries: the catalog token, the request's digest and the offset. */
+const DescribeCursor = Schema.Struct({ t: Schema.String, q: Schema.String, o: Schema.NonNegativeInt })
 
 type Def =
   | { readonly kind: "entity"; readonly def: CompiledEntity }
@@ -158,7 +174,7 @@ const modes = ["browse", "search", "inspect"] as const
 
 export const describe = Effect.fn("Describe.describe")(function* (view: View, request: DescribeRequest) {
   const limits = yield* DescribeLimits
-  const sealer = yield* CursorKey
+  const sealer = yield* Sealer
   const given = modes.filter((m) => request[m] !== undefined)
   if (given.length !== 1) {
     return yield* new InvalidQuery({
@@ -213,12 +229,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
 
   let offset = 0
   if (request.page?.after !== undefined) {
-    const opened = sealer.open("describe", request.page.after).pipe(
-      Option.filter(
-        (p): p is { t: string; q: string; o: number } =>
-          typeof p === "object" && p !== null && typeof (p as any).o === "number" && typeof (p as any).q === "string"
-      )
-    )
+    const opened = sealer.open("describe", DescribeCursor, request.page.after)
     if (Option.isNone(opened)) {
       return yield* new InvalidQuery({ message: "page.after is not a cursor this service issued; start again without it." })
     }
@@ -238,7 +249,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
   const result: DescribeResult = {
     catalogToken: view.token,
     cards: page.map((d) => cardOf(view, d)),
-    ...(next < matches.length ? { cursor: sealer.seal("describe", { t: view.token, q: queryDigest, o: next }) } : {})
+    ...(next < matches.length ? { cursor: sealer.seal("describe", DescribeCursor, { t: view.token, q: queryDigest, o: next }) } : {})
   }
   return result
 })

@@ -1,10 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
-import { Effect, Redacted } from "effect"
-import { compile, CursorKey, describe as describeCatalog, DescribeLimits, RowScope, View } from "@cairn/catalog"
+import { Effect, Layer, Redacted } from "effect"
+import { compile, Sealer, describe as describeCatalog, DescribeLimits, RowScope, View } from "@cairn/catalog"
 import type { DescribeRequest } from "@cairn/domain"
 import { synthetic, tracker } from "@cairn/tracker"
 
-const Keys = CursorKey.layer(Redacted.make("test-secret"))
+const Keys = Layer.merge(Sealer.layer(Redacted.make("test-secret")), DescribeLimits.layer())
 const run = (view: View, request: DescribeRequest) => describeCatalog(view, request)
 const trackerView = Effect.map(compile(tracker), View.full)
 
@@ -155,7 +155,7 @@ describe("describe paging", () => {
       const tampered = yield* Effect.flip(run(view, { browse: { kinds: ["entity"] }, page: { after: flipped } }))
       expect(tampered.message).toContain("not a cursor this service issued")
       const foreignKey = yield* Effect.flip(
-        run(view, { browse: { kinds: ["entity"] }, page: { after: cursor } }).pipe(Effect.provide(CursorKey.layer(Redacted.make("other"))))
+        run(view, { browse: { kinds: ["entity"] }, page: { after: cursor } }).pipe(Effect.provide(Sealer.layer(Redacted.make("other"))))
       )
       expect(foreignKey._tag).toBe("InvalidQuery")
       const next = yield* run(view, { browse: { kinds: ["entity"] }, page: { after: cursor } })

@@ -21,6 +21,27 @@ export type ComparisonOp = typeof ComparisonOp.Type
 export const SetOp = Schema.Literal("in", "notIn")
 export type SetOp = typeof SetOp.Type
 
+/** Every operator of the filter language: comparisons, sets, `isNull` and the connectives. */
+export const FilterOp = Schema.Literal(...ComparisonOp.literals, ...SetOp.literals, "isNull", "and", "or", "not")
+export type FilterOp = typeof FilterOp.Type
+
+/** The operators that apply to a field: by its stored type, and `isNull` only when it is nullable. */
+export const fieldOperators = (
+  column: "text" | "integer" | "real" | "boolean",
+  options: { readonly nullable: boolean; readonly enumerated: boolean }
+): ReadonlyArray<ComparisonOp | SetOp | "isNull"> => {
+  const base: ReadonlyArray<ComparisonOp | SetOp> =
+    column === "boolean" || options.enumerated
+      ? ["eq", "ne", "in", "notIn"]
+      : column === "text"
+        ? ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
+        : ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn"]
+  return options.nullable ? [...base, "isNull"] : base
+}
+
+/** The operators that apply to a record's `id` (a text key that is never null). */
+export const idOperators = fieldOperators("text", { nullable: false, enumerated: false })
+
 export interface Comparison {
   readonly op: ComparisonOp
   readonly path: Path

@@ -15,8 +15,11 @@ export const SyncEntity = Schema.Struct({
 })
 export type SyncEntity = typeof SyncEntity.Type
 
+/** Most entities in one sync scope. */
+export const maxSyncEntities = 32
+
 export const SyncScope = Schema.Struct({
-  entities: Schema.Array(SyncEntity).pipe(Schema.minItems(1), Schema.maxItems(32))
+  entities: Schema.Array(SyncEntity).pipe(Schema.minItems(1), Schema.maxItems(maxSyncEntities))
 }).annotations({ identifier: "SyncScope" })
 export type SyncScope = typeof SyncScope.Type
 

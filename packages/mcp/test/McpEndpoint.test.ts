@@ -4,7 +4,7 @@
 // errors, and a tool list that does not grow with the catalog.
 import { request as httpRequest } from "node:http"
 import { assert, describe, it, layer } from "@effect/vitest"
-import { CursorKey, describe as describeCatalog, View, compile } from "@cairn/catalog"
+import { DescribeLimits, Sealer, describe as describeCatalog, View, compile } from "@cairn/catalog"
 import { Overloaded } from "@cairn/domain"
 import { DataPlane } from "@cairn/server"
 import { synthetic, tracker } from "@cairn/tracker"
@@ -287,7 +287,7 @@ const answering = (mutate: DataPlane["mutate"]) =>
     DataPlane,
     Effect.gen(function* () {
       const catalog = yield* Effect.orDie(compile(tracker))
-      const sealer = CursorKey.layer(Redacted.make("an-mcp-test-secret-0123456789abcdef"))
+      const sealer = Layer.merge(Sealer.layer(Redacted.make("an-mcp-test-secret-0123456789abcdef")), DescribeLimits.layer())
       return DataPlane.make({
         describe: (_p, payload) => describeCatalog(View.full(catalog), payload as never).pipe(Effect.provide(sealer)),
         query: () => Effect.dieMessage("unused"),

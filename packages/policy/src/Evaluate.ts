@@ -8,7 +8,7 @@
  * `startsWith`/`contains`.
  */
 import { Effect } from "effect"
-import type { Catalog, RowScope } from "@cairn/catalog"
+import { type Catalog, type RowScope, ValueOrder } from "@cairn/catalog"
 import type { Scalar } from "@cairn/domain"
 import { resolvePath } from "./internal/paths.js"
 import type { MutationRule } from "./MutationRule.js"
@@ -27,16 +27,9 @@ export type LookupEffect<E, R> = (entity: string, field: string, value: Scalar) 
 
 type Truth = boolean | null
 
-const normalize = (v: unknown): string | number | null =>
-  v === undefined || v === null ? null : typeof v === "boolean" ? (v ? 1 : 0) : typeof v === "number" || typeof v === "string" ? v : null
-
-/** SQLite ordering: numbers before text, text by UTF-8 bytes (BINARY collation). */
-const order = (a: string | number, b: string | number): number => {
-  if (typeof a === "number" && typeof b === "number") return a < b ? -1 : a > b ? 1 : 0
-  if (typeof a === "number") return -1
-  if (typeof b === "number") return 1
-  return Buffer.compare(Buffer.from(a as string, "utf8"), Buffer.from(b as string, "utf8"))
-}
+/** Values as SQLite stores and orders them (booleans 0/1, text by UTF-8 bytes), as the SQL filters do. */
+const normalize = ValueOrder.toStored
+const order = ValueOrder.compare
 
 const not3 = (t: Truth): Truth => (t === null ? null : !t)
 

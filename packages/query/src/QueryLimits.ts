@@ -14,9 +14,13 @@ export interface QueryLimitsShape {
   readonly maxProjection: number
   /** Most relationship hops in one path (`["task", "project", "name"]` has two). */
   readonly maxPathDepth: number
-  /** Most nodes in `where` (every comparison and every and/or/not counts). */
+  /**
+   * Most nodes in a filter (every comparison and every and/or/not counts), for a query's
+   * `where` and each sync scope entry's alike. It is also the depth bound: a filter is
+   * never deeper than its node count, and it is counted without recursion.
+   */
   readonly maxFilterNodes: number
-  /** Most values in one `in`/`notIn` list. */
+  /** Most values in one `in`/`notIn` list (query and sync filters alike). */
   readonly maxInValues: number
   /** Most terms in `order`. */
   readonly maxOrderTerms: number
@@ -35,6 +39,9 @@ export const defaultQueryLimits: QueryLimitsShape = {
   maxRowsExamined: 10_000
 }
 
+/** The highest `maxFilterNodes` an operator may set: the deepest recursion a filter may cause. */
+export const maxFilterNodesCeiling = 1000
+
 const setting = (name: string, fallback: number) =>
   Config.integer(name).pipe(
     Config.withDefault(fallback),
@@ -51,6 +58,11 @@ export const queryLimitsConfig: Config.Config<QueryLimitsShape> = Config.all({
   maxOrderTerms: setting("CAIRN_QUERY_MAX_ORDER_TERMS", defaultQueryLimits.maxOrderTerms),
   maxRowsExamined: setting("CAIRN_QUERY_MAX_ROWS_EXAMINED", defaultQueryLimits.maxRowsExamined)
 }).pipe(
+  // Filters are compiled and evaluated recursively, as deep as they have nodes.
+  Config.validate({
+    message: `CAIRN_QUERY_MAX_FILTER_NODES must be at most ${maxFilterNodesCeiling}`,
+    validation: (l) => l.maxFilterNodes <= maxFilterNodesCeiling
+  }),
   Config.validate({
     message: "CAIRN_QUERY_DEFAULT_PAGE_SIZE must not exceed CAIRN_QUERY_MAX_PAGE_SIZE",
     validation: (l) => l.defaultPageSize <= l.maxPageSize
@@ -62,10 +74,12 @@ export const queryLimitsConfig: Config.Config<QueryLimitsShape> = Config.all({
   })
 )
 
-export class QueryLimits extends Context.Reference<QueryLimits>()("@cairn/query/QueryLimits", {
-  defaultValue: (): QueryLimitsShape => defaultQueryLimits
-}) {
-  static readonly layer = (limits: Partial<QueryLimitsShape>) =>
+/**
+ * Required, never defaulted: a layer graph that forgets the budgets must not build, so
+ * no deployment runs with limits nobody chose.
+ */
+export class QueryLimits extends Context.Tag("@cairn/query/QueryLimits")<QueryLimits, QueryLimitsShape>() {
+  static readonly layer = (limits: Partial<QueryLimitsShape> = {}) =>
     Layer.succeed(QueryLimits, { ...defaultQueryLimits, ...limits })
   static readonly layerConfig = Layer.effect(QueryLimits, queryLimitsConfig)
 }

@@ -6,7 +6,7 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { CursorKey, type View } from "@cairn/catalog"
+import { Sealer, ValueOrder, type View } from "@cairn/catalog"
 import {
   CatalogChanged,
   type Principal,
@@ -33,40 +33,9 @@ export interface QueryInput {
 const decode = (field: FieldInfo, value: unknown): unknown =>
   isIdField(field) ? value : Layout.decodeValue(field, value)
 
-/** UTF-8 byte order is code point order (not UTF-16 code unit order, which `<` uses). */
-const compareText = (a: string, b: string): number => {
-  for (let i = 0, j = 0; i < a.length && j < b.length; ) {
-    const x = a.codePointAt(i)!
-    const y = b.codePointAt(j)!
-    if (x !== y) return x < y ? -1 : 1
-    i += x > 0xffff ? 2 : 1
-    j += y > 0xffff ? 2 : 1
-  }
-  return a.length === b.length ? 0 : a.length < b.length ? -1 : 1
-}
-
-/** SQLite's order of stored values: NULL, then numbers, then text by UTF-8 bytes. */
-const compareStored = (a: Bindable, b: Bindable): number => {
-  if (a === b) return 0
-  if (a === null) return -1
-  if (b === null) return 1
-  if (typeof a === "number" && typeof b === "number") return a < b ? -1 : 1
-  if (typeof a === "number") return -1
-  if (typeof b === "number") return 1
-  return compareText(a, b)
-}
-
-const compareKeys = (a: ReadonlyArray<Bindable>, b: ReadonlyArray<Bindable>, descending: ReadonlyArray<boolean>): number => {
-  for (let i = 0; i < a.length; i++) {
-    const c = compareStored(a[i]!, b[i]!)
-    if (c !== 0) return descending[i] ? -c : c
-  }
-  return 0
-}
-
 export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/QueryPlanner", {
   effect: Effect.gen(function* () {
-    const sealer = yield* CursorKey
+    const sealer = yield* Sealer
 
     const run = Effect.fn("QueryPlanner.run")(function* (input: QueryInput) {
       const { database, principal, request, view } = input
@@ -120,7 +89,7 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
         const descending = planned.order.map((o) => o.direction === "desc")
         const sequence = cursor === undefined ? keys : [cursor, ...keys]
         for (let i = 1; i < sequence.length; i++) {
-          if (compareKeys(sequence[i - 1]!, sequence[i]!, descending) >= 0) {
+          if (ValueOrder.compareKeys(sequence[i - 1]!, sequence[i]!, descending) >= 0) {
             return yield* Effect.dieMessage("QueryPlanner: an ordered walk returned rows out of order")
           }
         }

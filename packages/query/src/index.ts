@@ -1,3 +1,4 @@
+export * from "./FilterDecoder.js"
 export * from "./QueryLimits.js"
 export * from "./QueryPlanner.js"
 export * from "./ScopeSql.js"

@@ -6,7 +6,7 @@ import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
 import { type QueryDocumentV1, toPublicBody } from "@cairn/domain"
-import { QueryLimits, QueryPlanner } from "@cairn/query"
+import { defaultQueryLimits, QueryLimits, QueryPlanner } from "@cairn/query"
 import { clear, fullView, insert, TestLive, who } from "./support.js"
 
 const BUDGET = 500
@@ -46,7 +46,7 @@ const page = (query: QueryDocumentV1) =>
     const planner = yield* QueryPlanner
     const sql = yield* SqlClient.SqlClient
     return yield* planner.run({ view: fullView, principal: who("alice"), database: { id: "db-1", sql }, request: { query } })
-  }).pipe(Effect.provideService(QueryLimits, { ...QueryLimits.defaultValue(), maxRowsExamined: BUDGET }))
+  }).pipe(Effect.provideService(QueryLimits, { ...defaultQueryLimits, maxRowsExamined: BUDGET }))
 
 /** Pages through to the end; returns how many rows and pages it took. */
 const all = (query: QueryDocumentV1) =>

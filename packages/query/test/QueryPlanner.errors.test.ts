@@ -5,9 +5,9 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { compile, describe as describeCatalog, Entity, RootSchema, RowScope, View } from "@cairn/catalog"
+import { compile, describe as describeCatalog, DescribeLimits, Entity, RootSchema, RowScope, View } from "@cairn/catalog"
 import { type Principal, type PublicError, type QueryDocumentV1, toPublicBody } from "@cairn/domain"
-import { decodeQueryRequest, QueryLimits, QueryPlanner } from "@cairn/query"
+import { decodeQueryRequest, defaultQueryLimits, QueryLimits, QueryPlanner } from "@cairn/query"
 import { Label, Member, Task, tracker } from "@cairn/tracker"
 import { catalog, clear, fullView, insert, TestLive, who } from "./support.js"
 
@@ -208,7 +208,7 @@ layer(TestLive)("query errors", (it) => {
 
   describe("budgets", () => {
     const limited = <A, E, R>(effect: Effect.Effect<A, E, R>, limits: Partial<typeof QueryLimits.Service>) =>
-      Effect.provideService(effect, QueryLimits, { ...QueryLimits.defaultValue(), ...limits })
+      Effect.provideService(effect, QueryLimits, { ...defaultQueryLimits, ...limits })
     const budgetOf = (error: PublicError) => (error._tag === "QueryBudgetExceeded" ? error.limit : error.code)
 
     it.effect("page size, projection, path depth, filter nodes, in values and order terms", () =>
@@ -266,7 +266,9 @@ layer(TestLive)("query errors", (it) => {
         }
         // A describe cursor, sealed with the same key for another purpose, does not open.
         const view = View.full(catalog)
-        const described = yield* describeCatalog(view, { browse: { kinds: ["entity"] }, page: { limit: 1 } })
+        const described = yield* describeCatalog(view, { browse: { kinds: ["entity"] }, page: { limit: 1 } }).pipe(
+          Effect.provide(DescribeLimits.layer())
+        )
         assert.strictEqual((yield* continueWith(described.cursor!)).code, "invalid_query")
       }))
 

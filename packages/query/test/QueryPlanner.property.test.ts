@@ -10,7 +10,7 @@ import fc from "fast-check"
 import type { View } from "@cairn/catalog"
 import type { QueryDocumentV1, QueryResult } from "@cairn/domain"
 import type { RecordValue } from "@cairn/policy"
-import { QueryLimits, QueryPlanner } from "@cairn/query"
+import { defaultQueryLimits, QueryLimits, QueryPlanner } from "@cairn/query"
 import { aliceView, dataArb, queryArb, taskArb, taskRecord } from "./arbitraries.js"
 import { clear, type Data, fullView, insert, reference, TestLive, who } from "./support.js"
 
@@ -35,9 +35,9 @@ const page = (view: View, doc: QueryDocumentV1, after: string | undefined) =>
     })
   })
 
-const property = <A>(arb: fc.Arbitrary<A>, check: (a: A) => Effect.Effect<void, unknown, QueryPlanner | SqlClient.SqlClient>, numRuns: number) =>
+const property = <A>(arb: fc.Arbitrary<A>, check: (a: A) => Effect.Effect<void, unknown, QueryPlanner | QueryLimits | SqlClient.SqlClient>, numRuns: number) =>
   Effect.gen(function* () {
-    const runtime = yield* Effect.runtime<QueryPlanner | SqlClient.SqlClient>()
+    const runtime = yield* Effect.runtime<QueryPlanner | QueryLimits | SqlClient.SqlClient>()
     yield* Effect.promise(() =>
       fc.assert(
         fc.asyncProperty(arb, (a) => Runtime.runPromise(runtime)(check(a))),
@@ -130,7 +130,7 @@ layer(TestLive)("QueryPlanner against the reference evaluator", (it) => {
           let after: string | undefined
           for (let n = 0; ; n++) {
             assert.isAtMost(n, expected.length, "pagination does not end")
-            const result = yield* Effect.either(page(view, doc, after).pipe(Effect.provideService(QueryLimits, { ...QueryLimits.defaultValue(), maxRowsExamined: budget })))
+            const result = yield* Effect.either(page(view, doc, after).pipe(Effect.provideService(QueryLimits, { ...defaultQueryLimits, maxRowsExamined: budget })))
             if (Either.isLeft(result)) {
               assert.strictEqual(result.left._tag, "QueryBudgetExceeded")
               return

@@ -3,10 +3,10 @@
 // minute) is refused by its size before any schema work, or, where the limits allow that
 // many, reported by its first problem; a small one with many mistakes lists 20 places and
 // a summary. Sizes and counts are asserted, never time.
-import { assert, describe, it } from "@effect/vitest"
+import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
 import { isSummaryIssue, maxIssues, type PublicError, toPublicBody } from "@cairn/domain"
-import { decodeQueryRequest, QueryLimits } from "@cairn/query"
+import { decodeQueryRequest, defaultQueryLimits, QueryLimits } from "@cairn/query"
 
 const malformedSelect = (n: number) => {
   const select: Record<string, unknown> = {}
@@ -30,7 +30,7 @@ const timed = <A, E, R>(label: string, effect: Effect.Effect<A, E, R>) =>
     return a
   })
 
-describe("decodeQueryRequest", () => {
+layer(QueryLimits.layer())("decodeQueryRequest", (it) => {
   it.effect("40,000 select entries are refused by their number, before any schema work", () =>
     Effect.gen(function* () {
       const error = yield* timed("query with 40,000 malformed select entries", Effect.flip(decodeQueryRequest(malformedSelect(40_000))))
@@ -44,7 +44,7 @@ describe("decodeQueryRequest", () => {
     Effect.gen(function* () {
       const error = yield* timed(
         "query with 40,000 malformed select entries, maxProjection 100,000",
-        Effect.flip(decodeQueryRequest(malformedSelect(40_000))).pipe(Effect.provideService(QueryLimits, { ...QueryLimits.defaultValue(), maxProjection: 100_000 }))
+        Effect.flip(decodeQueryRequest(malformedSelect(40_000))).pipe(Effect.provideService(QueryLimits, { ...defaultQueryLimits, maxProjection: 100_000 }))
       )
       assert.strictEqual(error._tag, "InvalidQuery")
       const issues = bounded(error)

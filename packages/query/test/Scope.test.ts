@@ -9,7 +9,7 @@ import fc from "fast-check"
 import { RowScope, View } from "@cairn/catalog"
 import { DatabaseKey, Principal, type QueryDocumentV1 } from "@cairn/domain"
 import { inScope, type Lookup, Policy, type RecordValue } from "@cairn/policy"
-import { QueryLimits, QueryPlanner, scopeSql } from "@cairn/query"
+import { defaultQueryLimits, QueryLimits, QueryPlanner, scopeSql } from "@cairn/query"
 import { trackerPolicy } from "@cairn/tracker"
 import { aliceView } from "./arbitraries.js"
 import { catalog, clear, type Data, insert, TestLive } from "./support.js"
@@ -111,7 +111,7 @@ layer(TestLive)("row scope", (it) => {
       yield* seed(data)
       const none = new View(catalog, { entity: () => true, field: () => true, operation: () => true, rowScope: () => RowScope.none })
       const rows = yield* query(none, { select: ids, order: [{ path: ["title"], direction: "asc" }] }).pipe(
-        Effect.provideService(QueryLimits, { ...QueryLimits.defaultValue(), maxRowsExamined: 1 })
+        Effect.provideService(QueryLimits, { ...defaultQueryLimits, maxRowsExamined: 1 })
       )
       assert.deepStrictEqual(rows, [])
     }))

@@ -8,16 +8,16 @@ import { join } from "node:path"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { SqlClient } from "@effect/sql"
 import { Effect, Layer, Redacted } from "effect"
-import { type Catalog, compile, CursorKey, View } from "@cairn/catalog"
+import { type Catalog, compile, Sealer, View } from "@cairn/catalog"
 import { DatabaseKey, Principal, type QueryDocumentV1, type Scalar } from "@cairn/domain"
 import { evaluate, inScope, type Lookup, type RecordValue } from "@cairn/policy"
 import { Layout } from "@cairn/store"
 import { tracker } from "@cairn/tracker"
-import { QueryPlanner } from "@cairn/query"
+import { QueryLimits, QueryPlanner } from "@cairn/query"
 
 export const catalog: Catalog = Effect.runSync(compile(tracker))
 
-export const Keys = CursorKey.layer(Redacted.make("query-test-secret"))
+export const Keys = Sealer.layer(Redacted.make("query-test-secret"))
 
 /** A fresh database file in a temp dir with the tracker's tables and `_cairn_commits`. */
 export const DatabaseLive = Layer.unwrapScoped(
@@ -38,7 +38,8 @@ export const setupSchema = Effect.gen(function* () {
 
 export const TestLive = Layer.mergeAll(
   Layer.effectDiscard(setupSchema).pipe(Layer.provideMerge(DatabaseLive)),
-  QueryPlanner.Default.pipe(Layer.provideMerge(Keys))
+  QueryPlanner.Default.pipe(Layer.provideMerge(Keys)),
+  QueryLimits.layer()
 )
 
 export const who = (subject: string, databaseKey = "acme") =>

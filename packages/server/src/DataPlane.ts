@@ -6,7 +6,7 @@
  * defects are logged under the request id and answered without internals. Transports
  * only authenticate and map `EngineError` to their wire.
  */
-import { CursorKey, DescribeLimits, describe, type View } from "@cairn/catalog"
+import { DescribeLimits, describe, Sealer, type View } from "@cairn/catalog"
 import {
   type AccessScope,
   BoundedJson,
@@ -53,13 +53,13 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     // The operator's budgets, applied to decoding and planning alike.
     const queryLimits = yield* QueryLimits
     const describeLimits = yield* DescribeLimits
-    const sealer = yield* CursorKey
+    const sealer = yield* Sealer
 
     const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       effect.pipe(
         Effect.provideService(QueryLimits, queryLimits),
         Effect.provideService(DescribeLimits, describeLimits),
-        Effect.provideService(CursorKey, sealer)
+        Effect.provideService(Sealer, sealer)
       )
 
     /**

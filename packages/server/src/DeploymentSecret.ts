@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { CursorKey, makeSealer } from "@cairn/catalog"
+import { Sealer } from "@cairn/catalog"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { Settings } from "./Settings.js"
 
@@ -43,5 +43,5 @@ export const deploymentSecret = Effect.gen(function* () {
   return yield* loadOrCreate(settings.dataDir)
 })
 
-/** `CursorKey` sealed under the deployment secret. */
-export const CursorKeyLive = Layer.effect(CursorKey, Effect.map(deploymentSecret, makeSealer))
+/** `Sealer` under the deployment secret. */
+export const SealerLive = Layer.effect(Sealer, Effect.map(deploymentSecret, Sealer.make))

@@ -7,7 +7,7 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { compile, CursorKey, describe, View } from "@cairn/catalog"
+import { compile, DescribeLimits, Sealer, describe, View } from "@cairn/catalog"
 import { Inaccessible, InternalError, InvalidQuery, type MutateRequest, Overloaded, type QueryRequest } from "@cairn/domain"
 import {
   BearerGate,
@@ -90,10 +90,10 @@ export const secretDefect = "SELECT * FROM internal_table_7f3a WHERE db_file='te
 export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(function* () {
   const catalog = yield* compile(tracker)
   const view = View.full(catalog)
-  const sealer = yield* CursorKey
+  const sealer = yield* Sealer
   // Payloads arrive raw, as the transports pass them; the script reads them without the engine's decoding.
   return DataPlane.make({
-    describe: (_principal, payload) => describe(view, payload as never).pipe(Effect.provideService(CursorKey, sealer)),
+    describe: (_principal, payload) => describe(view, payload as never).pipe(Effect.provideService(Sealer, sealer), Effect.provide(DescribeLimits.layer())),
     snapshot: () => Effect.dieMessage("the scripted plane does not sync"),
     changes: () => Stream.dieMessage("the scripted plane does not sync"),
     query: (principal, payload) => {
@@ -129,12 +129,12 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
       })
     }
   })
-}).pipe(Layer.effect(DataPlane), Layer.provide(CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))))
+}).pipe(Layer.effect(DataPlane), Layer.provide(Sealer.layer(Redacted.make(randomBytes(32).toString("base64url")))))
 
 /** The real engine over the tracker deployment, in the front's data directory. */
 export const engine: Layer.Layer<DataPlane, unknown, Settings> = DataPlane.Default.pipe(
   Layer.provide(EngineLimitsLive),
-  Layer.provide([Deployment.layer(trackerDeployment), CursorKey.layer(Redacted.make(randomBytes(32).toString("base64url")))])
+  Layer.provide([Deployment.layer(trackerDeployment), Sealer.layer(Redacted.make(randomBytes(32).toString("base64url")))])
 )
 
 export interface FrontOptions {

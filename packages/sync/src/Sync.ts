@@ -3,7 +3,7 @@
  * database: snapshot pages of a scope, then the changes after a cursor, filtered
  * through the principal's policy, caught up and then live until the caller stops.
  */
-import { CursorKey, type View } from "@cairn/catalog"
+import { Sealer, type View } from "@cairn/catalog"
 import {
   CatalogChanged,
   type ChangesRequest,
@@ -19,6 +19,7 @@ import {
   type SyncRecord
 } from "@cairn/domain"
 import type { RecordValue } from "@cairn/policy"
+import { QueryLimits } from "@cairn/query"
 import { type Database, Log } from "@cairn/store"
 import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
 import { narrowingOf, replay } from "./internal/replay.js"
@@ -34,8 +35,9 @@ const restartSnapshot = (why: string) =>
 
 export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
   effect: Effect.gen(function* () {
-    const sealer = yield* CursorKey
+    const sealer = yield* Sealer
     const config = yield* SyncConfig
+    const limits = yield* QueryLimits
     /**
      * Lookup answers per database and state (last committed position): every live stream
      * of a database replays the same commit against the same state, so they share reads.
@@ -149,7 +151,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           catalogToken: view.token
         })
       }
-      const scope = yield* resolveScope(view, request.scope)
+      const scope = yield* resolveScope(view, request.scope, limits)
       const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
       let continuation: SyncCursor.Continuation | undefined
       if (request.after !== undefined) {
@@ -284,7 +286,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     ): Stream.Stream<SyncMessage, PublicError> =>
       Stream.unwrapScoped(
         Effect.gen(function* () {
-          const scope = yield* resolveScope(view, request.scope)
+          const scope = yield* resolveScope(view, request.scope, limits)
           const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
           const cursor = SyncCursor.openCursor(sealer, request.cursor)
           const reason = SyncCursor.mismatch(cursor, binding)

@@ -40,9 +40,8 @@ export const syncConfig: Config.Config<SyncConfigShape> = Config.all({
   maxDependents: positive("CAIRN_SYNC_MAX_DEPENDENTS", defaults.maxDependents)
 })
 
-export class SyncConfig extends Context.Reference<SyncConfig>()("@cairn/sync/SyncConfig", {
-  defaultValue: () => defaults
-}) {
-  static readonly layer = (options: Partial<SyncConfigShape>) => Layer.succeed(SyncConfig, { ...defaults, ...options })
+/** Required, never defaulted: a layer graph that forgets the sync limits must not build. */
+export class SyncConfig extends Context.Tag("@cairn/sync/SyncConfig")<SyncConfig, SyncConfigShape>() {
+  static readonly layer = (options: Partial<SyncConfigShape> = {}) => Layer.succeed(SyncConfig, { ...defaults, ...options })
   static readonly layerConfig = Layer.effect(SyncConfig, syncConfig)
 }

@@ -3,11 +3,10 @@
  * subject, a digest naming the database, the requested scope, the principal's access
  * to it and the catalog token, so a cursor never resumes anyone else's view.
  */
-import { createHash } from "node:crypto"
-import type { Sealer } from "@cairn/catalog"
+import { Digest, type SealerService } from "@cairn/catalog"
 import { Position } from "@cairn/store"
 import type { ResnapshotReason, SyncCheckpoint } from "@cairn/domain"
-import { Option } from "effect"
+import { Option, Schema } from "effect"
 
 /** What a cursor is bound to. */
 export interface Binding {
@@ -33,18 +32,24 @@ export interface Continuation extends Binding {
   readonly sent: number
 }
 
-const CURSOR = "sync"
-const PAGE = "sync-page"
-
 /** The public digest naming a database: its key plus when it was installed, so a recreated database differs. */
 export const databaseDigest = (databaseKey: string, installedAt: string): string =>
-  createHash("sha256").update("cairn/sync/database/v1\u0000").update(databaseKey).update("\u0000").update(installedAt).digest("base64url").slice(0, 22)
+  Digest.labelled("cairn/sync/database/v1", databaseKey, installedAt).base64url.slice(0, 22)
 
-const bindingOf = (b: Binding) => ({ s: b.subject, d: b.database, q: b.scope, a: b.access, t: b.catalogToken })
+/** Sealed forms, with short keys since every batch carries one. */
+const Count = Schema.NonNegativeInt
+const BindingFields = { v: Schema.Literal(1), s: Schema.String, d: Schema.String, q: Schema.String, a: Schema.String, t: Schema.String }
+const SealedCursor = Schema.Struct({ ...BindingFields, p: Count })
+const SealedContinuation = Schema.Struct({ ...BindingFields, p: Count, e: Count, k: Schema.NullOr(Schema.String), n: Count })
 
-export const sealCursor = (sealer: Sealer, cursor: Cursor): string => sealer.seal(CURSOR, { v: 1, ...bindingOf(cursor), p: cursor.position })
+const bindingOf = (b: Binding) => ({ v: 1 as const, s: b.subject, d: b.database, q: b.scope, a: b.access, t: b.catalogToken })
+const openBinding = (p: typeof SealedCursor.Type | typeof SealedContinuation.Type): Binding =>
+  ({ subject: p.s, database: p.d, scope: p.q, access: p.a, catalogToken: p.t })
 
-export const checkpoint = (sealer: Sealer, cursor: Cursor): SyncCheckpoint => ({
+export const sealCursor = (sealer: SealerService, cursor: Cursor): string =>
+  sealer.seal("sync", SealedCursor, { ...bindingOf(cursor), p: cursor.position })
+
+export const checkpoint = (sealer: SealerService, cursor: Cursor): SyncCheckpoint => ({
   cursor: sealCursor(sealer, cursor),
   subject: cursor.subject,
   database: cursor.database,
@@ -52,37 +57,24 @@ export const checkpoint = (sealer: Sealer, cursor: Cursor): SyncCheckpoint => ({
   position: Position.encode(cursor.position)
 })
 
-const str = (u: unknown): u is string => typeof u === "string"
-const int = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u) && u >= 0
+export const openCursor = (sealer: SealerService, sealed: string): Cursor | undefined =>
+  Option.getOrUndefined(
+    Option.map(sealer.open("sync", SealedCursor, sealed), (p) => ({ ...openBinding(p), position: p.p }))
+  )
 
-const openBinding = (p: Record<string, unknown>): Binding | undefined =>
-  str(p["s"]) && str(p["d"]) && str(p["q"]) && str(p["a"]) && str(p["t"])
-    ? { subject: p["s"], database: p["d"], scope: p["q"], access: p["a"], catalogToken: p["t"] }
-    : undefined
+export const sealContinuation = (sealer: SealerService, c: Continuation): string =>
+  sealer.seal("sync-page", SealedContinuation, { ...bindingOf(c), p: c.start, e: c.entry, k: c.after, n: c.sent })
 
-const openAs = (sealer: Sealer, purpose: string, sealed: string): Record<string, unknown> | undefined => {
-  const opened = sealer.open(purpose, sealed)
-  if (Option.isNone(opened)) return undefined
-  const p = opened.value
-  return typeof p === "object" && p !== null && (p as Record<string, unknown>)["v"] === 1 ? (p as Record<string, unknown>) : undefined
-}
-
-export const openCursor = (sealer: Sealer, sealed: string): Cursor | undefined => {
-  const p = openAs(sealer, CURSOR, sealed)
-  const binding = p && openBinding(p)
-  return binding && int(p["p"]) ? { ...binding, position: p["p"] } : undefined
-}
-
-export const sealContinuation = (sealer: Sealer, c: Continuation): string =>
-  sealer.seal(PAGE, { v: 1, ...bindingOf(c), p: c.start, e: c.entry, k: c.after, n: c.sent })
-
-export const openContinuation = (sealer: Sealer, sealed: string): Continuation | undefined => {
-  const p = openAs(sealer, PAGE, sealed)
-  const binding = p && openBinding(p)
-  return binding && int(p["p"]) && int(p["e"]) && (p["k"] === null || str(p["k"])) && int(p["n"])
-    ? { ...binding, start: p["p"], entry: p["e"], after: p["k"], sent: p["n"] }
-    : undefined
-}
+export const openContinuation = (sealer: SealerService, sealed: string): Continuation | undefined =>
+  Option.getOrUndefined(
+    Option.map(sealer.open("sync-page", SealedContinuation, sealed), (p) => ({
+      ...openBinding(p),
+      start: p.p,
+      entry: p.e,
+      after: p.k,
+      sent: p.n
+    }))
+  )
 
 /**
  * Why a cursor cannot be resumed for `current`, if it cannot. Identity and scope are

@@ -1,7 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Metric, Stream } from "effect"
 import { View } from "@cairn/catalog"
-import type { SyncMessage, SyncScope } from "@cairn/domain"
+import type { Filter, SyncMessage, SyncScope } from "@cairn/domain"
 import { Log, Position } from "@cairn/store"
 import { Sync, SyncMetrics } from "@cairn/sync"
 import { applyBatch, changesOnce, engineLayer, snapshotAll } from "./support/harness.js"
@@ -88,6 +88,28 @@ describe("snapshot", () => {
         assert.strictEqual(twice._tag, "InvalidQuery")
         const stale = yield* Effect.flip(sync.snapshot(carol, view, db, { scope: tasksOnly, ifCatalog: "stale" }))
         assert.strictEqual(stale._tag, "CatalogChanged")
+      })
+    ))
+
+  it.scoped("a scope built in code is held to the query filter budgets too, without overflowing", () =>
+    withEngine(
+      Effect.gen(function* () {
+        yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        const leaf: Filter = { op: "eq", path: ["title"], value: "x" }
+        let deep: Filter = leaf
+        for (let i = 0; i < 3_000; i++) deep = { op: "not", filter: deep }
+        const wide: Filter = { op: "or", filters: Array.from({ length: 20_000 }, (_, i) => ({ ...leaf, value: `t${i}` })) }
+        const long: Filter = { op: "in", path: ["title"], value: Array.from({ length: 60_000 }, (_, i) => `t${i}`) }
+        for (const [where, limit] of [[deep, "maxFilterNodes"], [wide, "maxFilterNodes"], [long, "maxInValues"]] as const) {
+          const scope: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" }, where }] }
+          const snapshot = yield* Effect.flip(sync.snapshot(carol, view, db, { scope }))
+          assert.strictEqual(snapshot._tag === "QueryBudgetExceeded" && snapshot.limit, limit)
+          const changes = yield* Effect.flip(Stream.runCollect(sync.changes(carol, view, db, { scope, cursor: "c", live: false })))
+          assert.strictEqual(changes._tag === "QueryBudgetExceeded" && changes.limit, limit)
+        }
       })
     ))
 

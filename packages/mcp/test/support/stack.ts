@@ -11,9 +11,10 @@ import type { RootSchema } from "@cairn/catalog"
 import { Policy, Rule } from "@cairn/policy"
 import { Handler } from "@cairn/store"
 import { McpConfig, McpRoutes } from "@cairn/mcp"
+import { QueryLimits } from "@cairn/query"
 import {
   BearerGate,
-  CursorKeyLive,
+  SealerLive,
   DataPlane,
   Deployment,
   type DeploymentDefinition,
@@ -104,7 +105,7 @@ export const startStack = (options: StackOptions = {}) =>
       ),
       DevAuth.layer.pipe(Layer.provide(DevIssuerLive))
     ).pipe(
-      Layer.provide(CursorKeyLive),
+      Layer.provide(SealerLive),
       Layer.provide([Settings.layer(settings), DeploymentLive]),
       Layer.provide(
         Layer.setConfigProvider(

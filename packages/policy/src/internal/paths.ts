@@ -3,6 +3,7 @@
  * name (or `id`). Shared by rule compilation and the in-memory evaluator.
  */
 import type { Catalog, ColumnType, CompiledRelationship } from "@cairn/catalog"
+import { idOperators } from "@cairn/domain"
 
 /** What rule checking needs to know about the field a path ends at. */
 export interface FieldType {
@@ -14,7 +15,6 @@ export interface FieldType {
   readonly operators: ReadonlyArray<string>
 }
 
-const idOperators = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
 
 /** The type of `field` of `entity`, including the record id; undefined when unknown. */
 export const fieldType = (catalog: Catalog, entity: string, field: string): FieldType | undefined => {

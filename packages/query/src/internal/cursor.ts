@@ -4,8 +4,8 @@
  * of the principal (subject and database key, never the key itself), the database id
  * and the query's fingerprint. Anything else fails as a bad cursor.
  */
-import { Effect, Option } from "effect"
-import { digest, type Sealer } from "@cairn/catalog"
+import { Effect, Option, Schema } from "effect"
+import { digest, type SealerService } from "@cairn/catalog"
 import { CatalogChanged, InvalidQuery, type Principal } from "@cairn/domain"
 import type { Bindable } from "./sql.js"
 
@@ -18,14 +18,15 @@ export interface CursorBinding {
   readonly fingerprint: () => string
 }
 
-interface Payload {
-  readonly v: 1
+const Payload = Schema.Struct({
+  v: Schema.Literal(1),
   /** The catalog token, on its own so a stale cursor answers `catalog_changed`. */
-  readonly t: string
+  t: Schema.String,
   /** Digest of principal, database and query fingerprint. */
-  readonly b: string
-  readonly k: ReadonlyArray<Bindable>
-}
+  b: Schema.String,
+  /** The sort key of the last row sent. */
+  k: Schema.Array(Schema.Union(Schema.Null, Schema.String, Schema.Number))
+})
 
 const bindingDigest = (binding: CursorBinding) =>
   digest({ p: principalDigest(binding.principal), d: binding.database, f: binding.fingerprint() }).slice(0, 22)
@@ -41,42 +42,24 @@ export const principalDigest = (principal: Principal): string => {
   return found
 }
 
-export const seal = (sealer: Sealer, binding: CursorBinding, keys: ReadonlyArray<Bindable>): string =>
-  sealer.seal(PURPOSE, {
-    v: 1,
-    t: binding.catalogToken,
-    b: bindingDigest(binding),
-    k: keys
-  } satisfies Payload)
-
-const isPayload = (u: unknown, keyCount: number): u is Payload => {
-  if (typeof u !== "object" || u === null) return false
-  const p = u as Record<string, unknown>
-  return (
-    p["v"] === 1 &&
-    typeof p["t"] === "string" &&
-    typeof p["b"] === "string" &&
-    Array.isArray(p["k"]) &&
-    p["k"].length === keyCount &&
-    p["k"].every((k) => k === null || typeof k === "string" || typeof k === "number")
-  )
-}
+export const seal = (sealer: SealerService, binding: CursorBinding, keys: ReadonlyArray<Bindable>): string =>
+  sealer.seal(PURPOSE, Payload, { v: 1 as const, t: binding.catalogToken, b: bindingDigest(binding), k: keys })
 
 const invalid = (message: string) =>
   new InvalidQuery({ message: `/query/page/after: ${message}`, issues: [{ path: "/query/page/after", message }] })
 
 /** Opens `sealed` for this binding; returns the sort key of the row it continues after. */
 export const open = (
-  sealer: Sealer,
+  sealer: SealerService,
   sealed: string,
   binding: CursorBinding,
   keyCount: number
 ): Effect.Effect<ReadonlyArray<Bindable>, InvalidQuery | CatalogChanged> => {
-  const opened = sealer.open(PURPOSE, sealed)
-  if (Option.isNone(opened) || typeof opened.value !== "object" || opened.value === null || (opened.value as { v?: unknown }).v !== 1) {
+  const opened = sealer.open(PURPOSE, Payload, sealed)
+  if (Option.isNone(opened)) {
     return Effect.fail(invalid("this is not a cursor this service issued; start again without page.after."))
   }
-  const payload = opened.value as Partial<Payload>
+  const payload = opened.value
   if (payload.t !== binding.catalogToken) {
     return Effect.fail(
       new CatalogChanged({
@@ -85,7 +68,7 @@ export const open = (
       })
     )
   }
-  if (payload.b !== bindingDigest(binding) || !isPayload(payload, keyCount)) {
+  if (payload.b !== bindingDigest(binding) || payload.k.length !== keyCount) {
     return Effect.fail(
       invalid("the cursor belongs to a different query, caller or database; repeat the exact query it came from (only page.first may change) or start again without page.after.")
     )

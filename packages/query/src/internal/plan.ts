@@ -4,10 +4,11 @@
  * hops), the order completed by `id`, and an access path whose work is bounded.
  */
 import type { CompiledEntity, CompiledField, CompiledRelationship, View } from "@cairn/catalog"
-import { digest, fitsColumn } from "@cairn/catalog"
+import { digest, leafProblems } from "@cairn/catalog"
 import {
   type Direction,
   type Filter,
+  idOperators,
   Inaccessible,
   InvalidQuery,
   type Path,
@@ -17,6 +18,7 @@ import {
   type Scalar,
   UnknownDefinition
 } from "@cairn/domain"
+import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 
 export const isIdField = (field: FieldInfo): field is IdField => field === idField
@@ -84,7 +86,7 @@ export const idField: IdField = {
   name: "id",
   column: "text",
   nullable: false,
-  operators: ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
+  operators: idOperators
 }
 
 const pointer = (segment: string) => segment.replace(/~/g, "~0").replace(/\//g, "~1")
@@ -97,31 +99,11 @@ const budget = (limit: keyof QueryLimitsShape, message: string) => new QueryBudg
 const isError = (u: unknown): u is PublicError =>
   u instanceof InvalidQuery || u instanceof Inaccessible || u instanceof QueryBudgetExceeded || u instanceof UnknownDefinition
 
-const countNodes = (filter: Filter): number =>
-  filter.op === "and" || filter.op === "or"
-    ? filter.filters.reduce((n, f) => n + countNodes(f), 1)
-    : filter.op === "not"
-      ? 1 + countNodes(filter.filter)
-      : 1
-
-const largestIn = (filter: Filter): number =>
-  filter.op === "and" || filter.op === "or"
-    ? Math.max(0, ...filter.filters.map(largestIn))
-    : filter.op === "not"
-      ? largestIn(filter.filter)
-      : filter.op === "in" || filter.op === "notIn"
-        ? filter.value.length
-        : 0
 
 const typeName = (field: FieldInfo): string =>
   field.literals
     ? `one of ${field.literals.map((l) => JSON.stringify(l)).join(", ")}`
     : { text: "a string", integer: "an integer", real: "a number", boolean: "true or false" }[field.column]
-
-const fits = (field: FieldInfo, value: Scalar): boolean => {
-  if (field.literals) return field.literals.includes(value as string | number | boolean)
-  return fitsColumn(field.column, value)
-}
 
 class Planner {
   private readonly joins = new Map<string, Join>()
@@ -201,24 +183,18 @@ class Planner {
         const resolved = this.resolve(filter.path, `${where}/path`)
         if (isError(resolved)) return resolved
         const field = resolved.field
-        if (!field.operators.includes(filter.op)) {
+        const problem = leafProblems(field, filter)[0]
+        if (problem === undefined) return undefined
+        if (problem._tag === "Operator") {
           return invalid(
             `${where}/op`,
             `"${filter.op}" cannot be applied to ${JSON.stringify(filter.path)}; its operators are ${field.operators.join(", ")}.`
           )
         }
-        if (filter.op === "isNull") return undefined
-        const values: ReadonlyArray<Scalar> = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value as Scalar]
-        for (const [i, value] of values.entries()) {
-          const at = filter.op === "in" || filter.op === "notIn" ? `${where}/value/${i}` : `${where}/value`
-          if (value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
-          if (filter.op === "startsWith" || filter.op === "contains") {
-            if (typeof value !== "string") return invalid(at, `"${filter.op}" takes a string.`)
-          } else if (!fits(field, value)) {
-            return invalid(at, `${JSON.stringify(value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
-          }
-        }
-        return undefined
+        const at = problem.index === undefined ? `${where}/value` : `${where}/value/${problem.index}`
+        if (problem.value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
+        if (filter.op === "startsWith" || filter.op === "contains") return invalid(at, `"${filter.op}" takes a string.`)
+        return invalid(at, `${JSON.stringify(problem.value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
       }
     }
   }
@@ -298,17 +274,9 @@ export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape)
     return budget("maxOrderTerms", `/query/order: ${docOrder.length} order terms; at most ${limits.maxOrderTerms} are allowed. Order by fewer paths.`)
   }
   if (doc.where) {
-    const nodes = countNodes(doc.where)
-    if (nodes > limits.maxFilterNodes) {
-      return budget("maxFilterNodes", `/query/where: the filter has ${nodes} nodes; at most ${limits.maxFilterNodes} are allowed. Simplify the filter.`)
-    }
-    const values = largestIn(doc.where)
-    if (values > limits.maxInValues) {
-      return budget(
-        "maxInValues",
-        `/query/where: an in/notIn list has ${values} values; at most ${limits.maxInValues} are allowed. Split the query or filter on a broader field.`
-      )
-    }
+    // The same bounded check the request decoders make: a document built in code is held to it too.
+    const problem = checkFilter(doc.where, "/query/where", limits, malformed("query"))
+    if (problem) return problem
   }
 
   const planner = new Planner(view, entity, limits)

@@ -3,9 +3,11 @@
  * statements (and repeats sub-statements) itself, so it needs fragments it can inspect
  * and reuse; values always travel as parameters, identifiers only via `ident`.
  */
+import type { ValueOrder } from "@cairn/catalog"
 import { Layout } from "@cairn/store"
 
-export type Bindable = string | number | null
+/** What SQLite binds and stores: the stored values of `ValueOrder`. */
+export type Bindable = ValueOrder.Stored
 
 export interface Sql {
   readonly text: string

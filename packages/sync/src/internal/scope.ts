@@ -4,8 +4,9 @@
  * filter never reads through a relationship the client cannot see, and replaying a
  * change needs no extra reads to decide it).
  */
-import { type CompiledEntity, type CompiledField, digest, fitsColumn, RowScope, type View } from "@cairn/catalog"
-import { type Filter, InvalidQuery, type Issue, type SyncScope, UnknownDefinition } from "@cairn/domain"
+import { type CompiledEntity, type CompiledField, digest, leafProblems, RowScope, type View } from "@cairn/catalog"
+import { type Filter, idOperators, InvalidQuery, type Issue, type QueryBudgetExceeded, type SyncScope, UnknownDefinition } from "@cairn/domain"
+import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query"
 import { Effect } from "effect"
 
 export interface ScopeEntry {
@@ -25,12 +26,6 @@ export interface ResolvedScope {
   /** Digest of what the principal may see of it: changes when roles or claims change the view. */
   readonly accessDigest: string
 }
-
-const scalarFits = (field: CompiledField | undefined, value: unknown): boolean => {
-  return fitsColumn(field?.column ?? "text", value)
-}
-
-const idOperators = ["eq", "ne", "lt", "lte", "gt", "gte", "in", "notIn", "startsWith", "contains"]
 
 const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: string, issues: Array<Issue>): void => {
   switch (filter.op) {
@@ -52,28 +47,40 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
         issues.push({ path: `${at}/path`, message: `${entity.name} has no field "${name}"` })
         return
       }
-      const operators = field?.operators ?? idOperators
-      if (!operators.includes(filter.op)) {
-        issues.push({ path: `${at}/op`, message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${operators.join(", ")})` })
-        return
-      }
-      if (filter.op === "isNull") return
-      const values = filter.op === "in" || filter.op === "notIn" ? filter.value : [filter.value]
-      values.forEach((value, i) => {
-        if (!scalarFits(field, value) || (field?.literals !== undefined && !field.literals.includes(value as never))) {
+      const target = field ?? { column: "text" as const, operators: idOperators }
+      for (const problem of leafProblems(target, filter)) {
+        if (problem._tag === "Operator") {
           issues.push({
-            path: `${at}/value${filter.op === "in" || filter.op === "notIn" ? `/${i}` : ""}`,
-            message: `${JSON.stringify(value)} is not a valid value for ${entity.name}.${name}${value === null ? " (use isNull)" : ""}`
+            path: `${at}/op`,
+            message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${target.operators.join(", ")})`
+          })
+        } else {
+          issues.push({
+            path: `${at}/value${problem.index === undefined ? "" : `/${problem.index}`}`,
+            message: `${JSON.stringify(problem.value)} is not a valid value for ${entity.name}.${name}${problem.value === null ? " (use isNull)" : ""}`
           })
         }
-      })
+      }
     }
   }
 }
 
-/** Resolves `scope` for the principal whose view this is. */
-export const resolveScope = (view: View, scope: SyncScope): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> =>
-  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery> => {
+/**
+ * Resolves `scope` for the principal whose view this is. Each filter is first held to
+ * the query budgets (the same bounded check the request decoders make), so a scope
+ * built in code cannot bypass them either.
+ */
+export const resolveScope = (
+  view: View,
+  scope: SyncScope,
+  limits: FilterLimits
+): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> =>
+  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> => {
+    for (const [i, requested] of scope.entities.entries()) {
+      if (requested.where === undefined) continue
+      const problem = checkBounds(requested.where, `/scope/entities/${i}/where`, limits, malformed("sync"))
+      if (problem !== undefined) return Effect.fail(problem)
+    }
     const entries: Array<ScopeEntry> = []
     const issues: Array<Issue> = []
     for (const [i, requested] of scope.entities.entries()) {

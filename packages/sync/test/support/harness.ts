@@ -3,9 +3,10 @@
  * pages, resume from a checkpoint, apply batches to an in-memory copy, follow
  * resnapshot instructions. Tests compare the copy with the oracle.
  */
-import { CursorKey, View } from "@cairn/catalog"
+import { Sealer, View } from "@cairn/catalog"
 import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
 import type { Database, StoreConfigShape } from "@cairn/store"
+import { QueryLimits } from "@cairn/query"
 import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
 import { Chunk, Effect, Layer, Redacted, Stream } from "effect"
 import { everything, storeLayer, viewOf } from "./tracker.js"
@@ -23,7 +24,7 @@ export const engineLayer = (dataDir: string, options: EngineOptions = {}) => {
       ...(retainedCommits !== undefined ? { retainedCommits } : {}),
       ...(compactEvery !== undefined ? { compactEvery } : {})
     }),
-    Sync.Default.pipe(Layer.provide([CursorKey.layer(secret), SyncConfig.layer(config)]))
+    Sync.Default.pipe(Layer.provide([Sealer.layer(secret), SyncConfig.layer(config), QueryLimits.layer()]))
   )
 }
 

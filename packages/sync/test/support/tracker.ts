@@ -7,10 +7,10 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Catalog, compile, CursorKey, Operation, RootSchema, View } from "@cairn/catalog"
+import { type Catalog, compile, Sealer, Operation, RootSchema, View } from "@cairn/catalog"
 import { DatabaseKey, InvocationId, type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
 import { Policy } from "@cairn/policy"
-import { QueryPlanner } from "@cairn/query"
+import { QueryLimits, QueryPlanner } from "@cairn/query"
 import {
   type Database,
   Databases,
@@ -213,7 +213,10 @@ export const visibleTo = (database: Database, principal: Principal, scope: SyncS
       } while (after !== undefined)
     }
     return out
-  }).pipe(Effect.provide(QueryPlanner.Default.pipe(Layer.provide(CursorKey.layer(Redacted.make("oracle-secret-0123456789abcdef"))))), Effect.orDie)
+  }).pipe(
+    Effect.provide([QueryPlanner.Default.pipe(Layer.provide(Sealer.layer(Redacted.make("oracle-secret-0123456789abcdef")))), QueryLimits.layer()]),
+    Effect.orDie
+  )
 
 /** The database of `org` for the life of the scope. */
 export const database = (org = ORG) => Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(org))).pipe(Effect.orDie)
