@@ -39,12 +39,7 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
 
     const run = Effect.fn("QueryPlanner.run")(function* (input: QueryInput) {
       const { database, principal, request, view } = input
-      if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
-        return yield* new CatalogChanged({
-          message: "ifCatalog is not the current catalog token; call describe and rebuild the query against the current catalog.",
-          catalogToken: view.token
-        })
-      }
+      // `request.ifCatalog` was checked by the engine (`DataPlane`) before the database was opened.
       const limits = yield* QueryLimits
       const planned = plan(view, request.query, limits)
       if (isError(planned)) return yield* planned

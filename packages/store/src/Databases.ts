@@ -4,14 +4,13 @@
  * open while in use, closed when idle or when too many are open. Callers hold a
  * database for a scope.
  */
-import { createHash } from "node:crypto"
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, RcMap, type Scope } from "effect"
-import type { Catalog } from "@cairn/catalog"
+import { type Catalog, Digest } from "@cairn/catalog"
 import { DatabaseId, type DatabaseKey, type Receipt } from "@cairn/domain"
 import * as Compaction from "./Compaction.js"
 import { install } from "./Install.js"
@@ -58,7 +57,7 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
 
 /** The opaque id of a database key: the file name, and what logs show. */
 export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
-  DatabaseId.make(createHash("sha256").update("cairn/database/v1\u0000").update(databaseKey).digest("hex").slice(0, 32))
+  DatabaseId.make(Digest.databaseId(databaseKey))
 
 export const activations = Metric.counter("cairn_database_activations_total", { description: "Databases opened" })
 export const evictions = Metric.counter("cairn_database_evictions_total", {

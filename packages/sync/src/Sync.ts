@@ -145,12 +145,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       database: Database,
       request: SnapshotRequest
     ) {
-      if (request.ifCatalog !== undefined && request.ifCatalog !== view.token) {
-        return yield* new CatalogChanged({
-          message: "The catalog changed since the token in ifCatalog was issued. Call describe, then subscribe again.",
-          catalogToken: view.token
-        })
-      }
+      // `request.ifCatalog` was checked by the engine (`DataPlane`) before the database was opened.
       const scope = yield* resolveScope(view, request.scope, limits)
       const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
       let continuation: SyncCursor.Continuation | undefined
