@@ -192,11 +192,16 @@ export const decodeStrict = <A, I, E>(
   const decodeFirst = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>
-    decodeFirst(input).pipe(
+    Effect.suspend(() => decodeFirst(input)).pipe(
       Effect.catchAll((first) =>
         hasAtMostValues(input, fullReportMaxValues)
-          ? decodeAll(input).pipe(Effect.mapError((all) => onIssues(issuesOf(all, prefix))))
+          ? Effect.suspend(() => decodeAll(input)).pipe(Effect.mapError((all) => onIssues(issuesOf(all, prefix))))
           : Effect.fail(onIssues([...issuesOf(first, prefix), uncheckedIssues(prefix || "/")]))
+      ),
+      // Effect's union decoding reads a discriminator with `String(value)`, which throws for an
+      // object like {"toString": 0}; such a value is the caller's mistake, not a server failure.
+      Effect.catchAllDefect(() =>
+        Effect.fail(onIssues([{ path: prefix || "/", message: "holds an object where a plain value (a string, number or boolean) belongs" }]))
       )
     )
 }

@@ -131,7 +131,13 @@ export const checkFilter = (
         message: `${path}: an in/notIn list has ${values.length} values; at most ${limits.maxInValues} are allowed. Split the request or filter on a broader field.`
       })
     }
-    const decoded = Schema.decodeUnknownEither(schema, strict)(node)
+    let decoded: ReturnType<ReturnType<typeof Schema.decodeUnknownEither>>
+    try {
+      decoded = Schema.decodeUnknownEither(schema, strict)(node)
+    } catch {
+      // Effect's union decoding reads values with `String(v)`, which throws for {"toString": 0}.
+      return onIssues([{ path, message: "holds an object where a plain value (a string, number or boolean) belongs" }])
+    }
     if (decoded._tag === "Left") return onIssues(issuesOf(decoded.left, path))
     if (op === "and" || op === "or") {
       const children = node["filters"] as ReadonlyArray<unknown>
@@ -152,5 +158,8 @@ export const decodeFilter = (
     const problem = checkFilter(raw, at, limits, onIssues)
     if (problem !== undefined) return Effect.fail(problem)
     // Bounded now, so decoding the recursive schema recurses at most `maxFilterNodes` deep.
-    return Effect.mapError(Schema.decodeUnknown(Filter, strict)(raw), (error: ParseResult.ParseError) => onIssues(issuesOf(error, at)))
+    return Effect.suspend(() => Schema.decodeUnknown(Filter, strict)(raw)).pipe(
+      Effect.mapError((error: ParseResult.ParseError) => onIssues(issuesOf(error, at))),
+      Effect.catchAllDefect(() => Effect.fail(onIssues([{ path: at, message: "holds an object where a plain value belongs" }])))
+    )
   })
