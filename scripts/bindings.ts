@@ -7,8 +7,8 @@
 import { readFileSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
 import { fileURLToPath } from "node:url"
-import { type Catalog, compile, type CompiledField } from "@cairn/catalog"
-import { tracker } from "@cairn/tracker"
+import { type Catalog, compile, type CompiledField } from "@cairn/catalog/Catalog"
+import { tracker } from "@cairn/tracker/tracker"
 import { Effect, type Schema, SchemaAST as AST } from "effect"
 
 const identifier = /^[A-Za-z_$][A-Za-z0-9_$]*$/

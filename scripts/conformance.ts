@@ -20,7 +20,7 @@ import { createServer, request, type Server } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { freePortPromise as freePort } from "@cairn/testkit"
+import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 
 export const root = fileURLToPath(new URL("..", import.meta.url))
 export const node22 = join(root, ".tools/node22/node_modules/.bin/node")

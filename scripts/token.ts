@@ -6,9 +6,9 @@
  */
 import { parseArgs } from "node:util"
 import { Cause, Config, Effect, Exit, Option } from "effect"
-import { devIssuer, signDevToken } from "@cairn/devauth"
-import { accessScopes } from "@cairn/domain"
-import { Settings, settingsConfig } from "@cairn/server"
+import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
+import { accessScopes } from "@cairn/domain/AccessScope"
+import { Settings, settingsConfig } from "@cairn/server/Settings"
 
 const usage =
   'usage: npm run -s token -- --sub <subject> --org <org> [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>]'

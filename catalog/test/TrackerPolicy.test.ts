@@ -4,10 +4,19 @@
 // they may invoke on which targets and references.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { type Catalog, compile, DescribeLimits, Sealer, describe as describeCatalog, Entity, RootSchema, View } from "@cairn/catalog"
-import { DatabaseKey, operationRef, Principal, toPublicBody, type PublicError } from "@cairn/domain"
-import { inScope, type Lookup, permits, Policy, type RecordValue } from "@cairn/policy"
-import { Member, MemberAdd, ProjectArchive, tracker, trackerPolicy } from "@cairn/tracker"
+import { Entity, RootSchema } from "@cairn/catalog"
+import { type Catalog, compile } from "@cairn/catalog/Catalog"
+import { DescribeLimits, describe as describeCatalog } from "@cairn/catalog/Describe"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { View } from "@cairn/catalog/View"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { operationRef } from "@cairn/domain/References"
+import { Principal } from "@cairn/domain/Principal"
+import { toPublicBody, type PublicError } from "@cairn/domain/PublicError"
+import { Policy } from "@cairn/policy"
+import { inScope, type Lookup, permits, type RecordValue } from "@cairn/policy/Evaluate"
+import { Member, MemberAdd, ProjectArchive, tracker } from "@cairn/tracker/tracker"
+import { trackerPolicy } from "@cairn/tracker/policy"
 
 const Keys = Layer.merge(Sealer.layer(Redacted.make("tracker-policy-test")), DescribeLimits.layer())
 

@@ -12,28 +12,39 @@ import Database from "better-sqlite3"
 import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schedule, Stream } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
-import { compile, Sealer, View } from "@cairn/catalog"
+import { compile } from "@cairn/catalog/Catalog"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { View } from "@cairn/catalog/View"
 import { SyncClient } from "@cairn/client/SyncClient"
-import { DatabaseKey, InvocationId, operationRef, Principal, type SyncScope } from "@cairn/domain"
+import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
+import { operationRef } from "@cairn/domain/References"
+import { Principal } from "@cairn/domain/Principal"
+import { type SyncScope } from "@cairn/domain/Sync"
 import { Policy } from "@cairn/policy"
-import { QueryLimits } from "@cairn/query"
-import { databaseId, Databases, Layout, mutate, MutationGuard, OperationCatalog, StoreConfig } from "@cairn/store"
-import {
-  BearerGate,
-  DataPlane,
-  DbRoutes,
-  Deployment,
-  EngineLimitsLive,
-  FrontMiddleware,
-  identityLayer,
-  Limits,
-  serve,
-  Settings,
-  type SettingsShape
-} from "@cairn/server"
-import { Sync, SyncConfig } from "@cairn/sync"
-import { freePort } from "@cairn/testkit"
-import { tracker, trackerDeployment, trackerHandlers, trackerPolicy } from "@cairn/tracker"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { Layout } from "@cairn/store"
+import { databaseId, Databases } from "@cairn/store/Databases"
+import { mutate } from "@cairn/store/Mutate"
+import { MutationGuard } from "@cairn/store/MutationGuard"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig } from "@cairn/store/StoreConfig"
+import { BearerGate } from "@cairn/server/BearerGate"
+import { DataPlane } from "@cairn/server/DataPlane"
+import { DbRoutes } from "@cairn/server/DbRoutes"
+import { Deployment } from "@cairn/server/Deployment"
+import { EngineLimitsLive } from "@cairn/server/EngineLimits"
+import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
+import { identityLayer } from "@cairn/server/IdentityLive"
+import { Limits } from "@cairn/server/Limits"
+import { serve } from "@cairn/server/Server"
+import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { Sync } from "@cairn/sync/Sync"
+import { SyncConfig } from "@cairn/sync/SyncConfig"
+import { freePort } from "@cairn/testkit/freePort"
+import { tracker } from "@cairn/tracker/tracker"
+import { trackerDeployment } from "@cairn/tracker/application"
+import { trackerHandlers } from "@cairn/tracker/handlers"
+import { trackerPolicy } from "@cairn/tracker/policy"
 
 const CLIENTS = 1000
 const ROUNDS = 3

@@ -5,24 +5,21 @@
  * the development issuer and authorization server unless an external issuer is configured. The exposure guard runs
  * first: a public deployment without its required settings never binds.
  */
-import {
-  BearerGate,
-  SealerLive,
-  DataPlane,
-  DbRoutes,
-  Deployment,
-  type DeploymentDefinition,
-  EngineLimitsLive,
-  FrontMiddleware,
-  IdentityLive,
-  Limits,
-  serve,
-  TestHookRoutes,
-  TestHooks
-} from "@cairn/server"
-import { DevAuthServer, DevFallbackIssuer } from "@cairn/devauth"
+import { BearerGate } from "@cairn/server/BearerGate"
+import { SealerLive } from "@cairn/server/DeploymentSecret"
+import { DataPlane } from "@cairn/server/DataPlane"
+import { DbRoutes } from "@cairn/server/DbRoutes"
+import { Deployment, type DeploymentDefinition } from "@cairn/server/Deployment"
+import { EngineLimitsLive } from "@cairn/server/EngineLimits"
+import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
+import { IdentityLive } from "@cairn/server/IdentityLive"
+import { Limits } from "@cairn/server/Limits"
+import { serve } from "@cairn/server/Server"
+import { TestHookRoutes, TestHooks } from "@cairn/server/TestHooks"
+import { DevAuthServer } from "@cairn/devauth"
+import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
-import { McpRoutesLive } from "@cairn/mcp"
+import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
 import { Layer } from "effect"
 
 /** The engine every route calls, with the operator's budgets. */

@@ -4,8 +4,8 @@
  */
 import { NodeRuntime } from "@effect/platform-node"
 import { Layer } from "effect"
-import { Settings } from "@cairn/server"
-import { trackerDeployment } from "@cairn/tracker"
+import { Settings } from "@cairn/server/Settings"
+import { trackerDeployment } from "@cairn/tracker/application"
 import { App } from "./App.js"
 
 Layer.launch(App(trackerDeployment).pipe(Layer.provide(Settings.layerConfig))).pipe(NodeRuntime.runMain)

@@ -9,7 +9,9 @@
 //   not exist;
 // - an oversized body is refused and changes nothing.
 import { assert, describe, it } from "@effect/vitest"
-import { type CallError, CairnClient, newInvocationId } from "@cairn/client"
+import { type CallError } from "@cairn/client/Bindings"
+import { CairnClient } from "@cairn/client/CairnClient"
+import { newInvocationId } from "@cairn/client/InvocationId"
 import { tracker } from "@cairn/client/generated/tracker"
 import { Effect, Either } from "effect"
 import { exportSPKI, generateKeyPair, importJWK, SignJWT } from "jose"

@@ -7,7 +7,7 @@
 import { Client } from "@modelcontextprotocol/sdk/client/index.js"
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import { assert, describe, it } from "@effect/vitest"
-import { newInvocationId } from "@cairn/client"
+import { newInvocationId } from "@cairn/client/InvocationId"
 import { tracker } from "@cairn/client/generated/tracker"
 import { Effect } from "effect"
 import { type Running, startApp, type Who } from "./support/app.js"

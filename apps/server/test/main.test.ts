@@ -5,7 +5,7 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
-import { freePortPromise as freePort } from "@cairn/testkit"
+import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { describe, expect, it } from "@effect/vitest"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))

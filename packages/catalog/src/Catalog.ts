@@ -4,7 +4,8 @@
  * of everything a client relies on (definitions, then policy), stable across restarts.
  */
 import { Effect, JSONSchema, Schema, SchemaAST as AST } from "effect"
-import { fieldOperators, type OperationRef } from "@cairn/domain"
+import { fieldOperators } from "@cairn/domain/QueryDocument"
+import { type OperationRef } from "@cairn/domain/References"
 import { CatalogError } from "./CatalogError.js"
 import type { Entity } from "./Entity.js"
 import { digest } from "./Digest.js"

@@ -3,7 +3,7 @@
  * and whether a leaf of the filter language applies to a field: the one rule the
  * planner (query filters) and sync (scope filters) both judge leaves by.
  */
-import type { Comparison, IsNull, SetMembership } from "@cairn/domain"
+import type { Comparison, IsNull, SetMembership } from "@cairn/domain/QueryDocument"
 import type { ColumnType } from "./internal/storedType.js"
 
 /** A concrete scalar of the column's stored type (not checked against a literal set). */

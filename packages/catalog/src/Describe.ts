@@ -3,16 +3,9 @@
  * Every transport (RPC, MCP) calls this one function.
  */
 import { Context, Effect, Layer, Option, Schema } from "effect"
-import {
-  type Card,
-  type Definition,
-  type DefinitionRef,
-  type DescribeRequest,
-  type DescribeResult,
-  InvalidQuery,
-  refKey,
-  UnknownDefinition
-} from "@cairn/domain"
+import { type Card, type Definition, type DescribeRequest, type DescribeResult } from "@cairn/domain/Describe"
+import { type DefinitionRef, refKey } from "@cairn/domain/References"
+import { InvalidQuery, UnknownDefinition } from "@cairn/domain/PublicError"
 import type { CompiledEntity, CompiledOperation, CompiledTrait } from "./Catalog.js"
 import { Sealer } from "./Sealer.js"
 import { digest } from "./Digest.js"

@@ -3,7 +3,7 @@
  * concrete values (principal references already substituted by the policy) plus
  * relationship existence. The query planner and sync compile it; policy produces it.
  */
-import type { Comparison, IsNull, Path, SetMembership } from "@cairn/domain"
+import type { Comparison, IsNull, Path, SetMembership } from "@cairn/domain/QueryDocument"
 
 export type ScopeFilter =
   | Comparison

@@ -1,7 +1,10 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { Catalog, CatalogError, compile, Entity, Operation, RootSchema, Trait } from "@cairn/catalog"
-import { synthetic, tracker } from "@cairn/tracker"
+import { Entity, Operation, RootSchema, Trait } from "@cairn/catalog"
+import { Catalog, compile } from "@cairn/catalog/Catalog"
+import { CatalogError } from "@cairn/catalog/CatalogError"
+import { synthetic } from "@cairn/tracker/synthetic"
+import { tracker } from "@cairn/tracker/tracker"
 
 const problemsOf = (root: RootSchema.RootSchema) =>
   compile(root).pipe(

@@ -1,8 +1,13 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer, Redacted } from "effect"
-import { compile, Sealer, describe as describeCatalog, DescribeLimits, RowScope, View } from "@cairn/catalog"
-import type { DescribeRequest } from "@cairn/domain"
-import { synthetic, tracker } from "@cairn/tracker"
+import { RowScope } from "@cairn/catalog"
+import { compile } from "@cairn/catalog/Catalog"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { describe as describeCatalog, DescribeLimits } from "@cairn/catalog/Describe"
+import { View } from "@cairn/catalog/View"
+import type { DescribeRequest } from "@cairn/domain/Describe"
+import { synthetic } from "@cairn/tracker/synthetic"
+import { tracker } from "@cairn/tracker/tracker"
 
 const Keys = Layer.merge(Sealer.layer(Redacted.make("test-secret")), DescribeLimits.layer())
 const run = (view: View, request: DescribeRequest) => describeCatalog(view, request)

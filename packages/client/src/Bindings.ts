@@ -3,7 +3,10 @@
  * typed `query` whose paths, filter values and rows follow the entity's fields, and one
  * function per operation with its input and output types. Calls go through `CairnClient`.
  */
-import type { Basis, Direction, PublicError, Receipt } from "@cairn/domain"
+import type { Basis } from "@cairn/domain/Query"
+import type { Direction } from "@cairn/domain/QueryDocument"
+import type { PublicError } from "@cairn/domain/PublicError"
+import type { Receipt } from "@cairn/domain/Receipt"
 import { Effect } from "effect"
 import { CairnClient } from "./CairnClient.js"
 import { newInvocationId } from "./InvocationId.js"

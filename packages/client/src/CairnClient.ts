@@ -5,18 +5,14 @@
  */
 import { FetchHttpClient, HttpClient, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { RpcClient, RpcSerialization } from "@effect/rpc"
-import {
-  dataRpcPath,
-  DataRpcsWire,
-  type DescribeRequest,
-  type DescribeResult,
-  FrontErrorBody,
-  type MutateRequest,
-  type PublicError,
-  type QueryRequest,
-  type QueryResult,
-  type Receipt
-} from "@cairn/domain"
+import { dataRpcPath } from "@cairn/domain/DataRpcPath"
+import { DataRpcsWire } from "@cairn/domain/DataRpcs"
+import { type DescribeRequest, type DescribeResult } from "@cairn/domain/Describe"
+import { FrontErrorBody } from "@cairn/domain/FrontError"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { type PublicError } from "@cairn/domain/PublicError"
+import { type QueryRequest, type QueryResult } from "@cairn/domain/Query"
+import { type Receipt } from "@cairn/domain/Receipt"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
 import { fromFrontError, isTransportError, ServerFailure, type TransportError } from "./TransportError.js"
 

@@ -6,15 +6,9 @@
 import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
 import { RpcClient, type RpcClientError, RpcSerialization } from "@effect/rpc"
 import type { SqlError } from "@effect/sql"
-import {
-  type PublicError,
-  type SnapshotPage,
-  type SyncBatch,
-  type SyncCheckpoint,
-  type SyncMessage,
-  SyncRpcs,
-  type SyncScope
-} from "@cairn/domain"
+import { type PublicError } from "@cairn/domain/PublicError"
+import { type SnapshotPage, type SyncBatch, type SyncCheckpoint, type SyncMessage, type SyncScope } from "@cairn/domain/Sync"
+import { SyncRpcs } from "@cairn/domain/SyncRpcs"
 import { Context, Deferred, Effect, Layer, Option, Ref, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
 import { type LocalRecord, SyncStore, type SyncStoreShape } from "./SyncStore.js"
 

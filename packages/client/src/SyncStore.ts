@@ -7,7 +7,7 @@
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient, type SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import type { SyncChange, SyncCheckpoint, SyncRecord } from "@cairn/domain"
+import type { SyncChange, SyncCheckpoint, SyncRecord } from "@cairn/domain/Sync"
 import { Context, Effect, Layer, Option, type Scope, type Stream } from "effect"
 
 /** What a stored snapshot belongs to: checked before the data is used. */

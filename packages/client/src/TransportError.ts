@@ -3,7 +3,8 @@
  * request (token, size, time, overload) or the server failed. Public errors of the data
  * plane stay the eight `@cairn/domain` errors; these are what else a call can fail with.
  */
-import { type FrontErrorBody, Overloaded } from "@cairn/domain"
+import { type FrontErrorBody } from "@cairn/domain/FrontError"
+import { Overloaded } from "@cairn/domain/Overloaded"
 import { Schema } from "effect"
 
 /** The token is missing, malformed, expired or not for this resource (HTTP 401/400). Get a new token. */

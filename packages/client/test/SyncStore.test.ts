@@ -3,7 +3,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit, Option, Queue, Stream } from "effect"
-import type { SyncCheckpoint } from "@cairn/domain"
+import type { SyncCheckpoint } from "@cairn/domain/Sync"
 import { SyncStore } from "@cairn/client/SyncStore"
 
 const tempFile = Effect.acquireRelease(

@@ -9,10 +9,10 @@ import { createServer, type IncomingMessage, type Server as HttpServer, type Ser
 import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
 import Provider, { type Client, errors, type KoaContextWithOIDC } from "oidc-provider"
-import { accessScopes } from "@cairn/domain"
+import { accessScopes } from "@cairn/domain/AccessScope"
 import { Config, Context, Data, Effect, Layer, Option } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
-import { Settings } from "@cairn/server"
+import { Settings } from "@cairn/server/Settings"
 
 /** Refused to start: the development authorization server never runs in production. */
 export class DevAuthServerError extends Data.TaggedError("DevAuthServerError")<{ readonly message: string }> {}

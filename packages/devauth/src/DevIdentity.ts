@@ -3,7 +3,9 @@
  * issuer is configured, in development and test stages only (it refuses otherwise), and
  * advertised to MCP clients as their authorization server.
  */
-import { FallbackIssuer, IdentityConfigError, Settings } from "@cairn/server"
+import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
+import { IdentityConfigError } from "@cairn/server/IdentityLive"
+import { Settings } from "@cairn/server/Settings"
 import { Effect, Layer } from "effect"
 import { devIssuer, devIssuerUrl, devKeyPath } from "./DevIssuer.js"
 

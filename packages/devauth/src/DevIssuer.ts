@@ -9,7 +9,7 @@ import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, w
 import { join } from "node:path"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from "jose"
 import { Clock, Config, Context, Data, Effect, Layer } from "effect"
-import { Settings } from "@cairn/server"
+import { Settings } from "@cairn/server/Settings"
 
 /** The development issuer cannot start (production stage) or its key file is unusable. */
 export class DevIssuerError extends Data.TaggedError("DevIssuerError")<{ readonly message: string }> {}

@@ -1,3 +1,3 @@
 export * as DevAuthServer from "./DevAuthServer.js"
-export * from "./DevIdentity.js"
-export * from "./DevIssuer.js"
+export * as DevIdentity from "./DevIdentity.js"
+export * as DevIssuer from "./DevIssuer.js"

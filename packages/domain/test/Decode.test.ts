@@ -5,18 +5,10 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Either, ParseResult, Schema } from "effect"
 import fc from "fast-check"
-import {
-  decodeDescribeRequest,
-  decodeMutateRequest,
-  DescribeRequest,
-  isSummaryIssue,
-  issuesOf,
-  maxIssues,
-  omittedCount,
-  type PublicError,
-  summarizeIssues,
-  toPublicBody
-} from "@cairn/domain"
+import { decodeDescribeRequest, decodeMutateRequest, summarizeIssues } from "@cairn/domain/RequestDecoders"
+import { DescribeRequest } from "@cairn/domain/Describe"
+import { isSummaryIssue, issuesOf, maxIssues, omittedCount } from "@cairn/domain/Decode"
+import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
 
 const body = (error: PublicError) => JSON.stringify(toPublicBody(error))
 

@@ -5,9 +5,10 @@
  * in MCP's protocol or HTTP layer.
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
-import { type PublicError, toPublicBody } from "@cairn/domain"
-import { type DataPlaneShape, type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server"
-import type { Principal } from "@cairn/domain"
+import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
+import { type DataPlaneShape } from "@cairn/server/DataPlane"
+import { type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server/Refusal"
+import type { Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"
 

@@ -2,7 +2,8 @@
  * What the MCP endpoint needs beyond the server settings: the authorization servers it
  * advertises to clients (the issuers identity trusts) and the request body limit.
  */
-import { FallbackIssuer, limitsConfig } from "@cairn/server"
+import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
+import { limitsConfig } from "@cairn/server/Limits"
 import { Config, Context, Effect, Layer } from "effect"
 
 export interface McpConfigShape {

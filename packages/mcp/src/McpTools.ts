@@ -4,7 +4,9 @@
  * are generated from the domain's request schemas, so MCP and RPC accept the same shapes.
  */
 import type { Tool } from "@modelcontextprotocol/sdk/types.js"
-import { DescribeRequest, MutateRequest, QueryRequest } from "@cairn/domain"
+import { DescribeRequest } from "@cairn/domain/Describe"
+import { MutateRequest } from "@cairn/domain/Mutate"
+import { QueryRequest } from "@cairn/domain/Query"
 import { JSONSchema, type Schema } from "effect"
 
 export type ToolName = "describe" | "query" | "mutate"

@@ -3,8 +3,8 @@
  * URL is built from the configured base URL, so a deployment behind a proxy advertises its
  * public address; the challenges pointing clients here are written by the bearer gate.
  */
-import { accessScopes } from "@cairn/domain"
-import { resourceMetadataUrl } from "@cairn/server"
+import { accessScopes } from "@cairn/domain/AccessScope"
+import { resourceMetadataUrl } from "@cairn/server/BearerGate"
 
 /** The resource identifier tokens must name as their audience. */
 export const resourceUrl = (baseUrl: string): string => `${baseUrl}/mcp`

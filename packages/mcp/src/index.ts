@@ -1,5 +1,5 @@
-export * from "./CallTool.js"
-export * from "./McpConfig.js"
-export * from "./McpRoutes.js"
+export * as CallTool from "./CallTool.js"
+export * as McpConfig from "./McpConfig.js"
+export * as McpRoutes from "./McpRoutes.js"
 export * as McpTools from "./McpTools.js"
 export * as ProtectedResource from "./ProtectedResource.js"

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { freePort } from "@cairn/testkit"
+import { freePort } from "@cairn/testkit/freePort"
 import { startStack } from "./support/stack.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))

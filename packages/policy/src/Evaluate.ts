@@ -8,8 +8,9 @@
  * `startsWith`/`contains`.
  */
 import { Effect } from "effect"
-import { type Catalog, type RowScope, ValueOrder } from "@cairn/catalog"
-import type { Scalar } from "@cairn/domain"
+import { type RowScope, ValueOrder } from "@cairn/catalog"
+import { type Catalog } from "@cairn/catalog/Catalog"
+import type { Scalar } from "@cairn/domain/QueryDocument"
 import { resolvePath } from "./internal/paths.js"
 import type { MutationRule } from "./MutationRule.js"
 

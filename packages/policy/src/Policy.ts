@@ -5,8 +5,12 @@
  * `View`s and `MutationRule`s. Anything a policy does not grant is invisible.
  */
 import { Effect, type Schema, SchemaAST as AST } from "effect"
-import { type Catalog, type Entity, type Operation, digest, RowScope, View } from "@cairn/catalog"
-import type { OperationRef, Principal } from "@cairn/domain"
+import { type Entity, type Operation, RowScope } from "@cairn/catalog"
+import { type Catalog } from "@cairn/catalog/Catalog"
+import { digest } from "@cairn/catalog/Digest"
+import { View } from "@cairn/catalog/View"
+import type { OperationRef } from "@cairn/domain/References"
+import type { Principal } from "@cairn/domain/Principal"
 import { checkRule } from "./internal/check.js"
 import { both, type Resolved, resolve, toRowScope } from "./internal/resolve.js"
 import * as MutationRule from "./MutationRule.js"

@@ -3,7 +3,7 @@
  * any query filter is a rule) plus principal references (subject, roles, scopes,
  * claims), conditions on the principal alone, and relationship existence.
  */
-import type { ComparisonOp, Path, Scalar, SetOp } from "@cairn/domain"
+import type { ComparisonOp, Path, Scalar, SetOp } from "@cairn/domain/QueryDocument"
 
 /** A single value taken from the verified principal when a view is built. */
 export type PrincipalValue =

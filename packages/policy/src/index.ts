@@ -1,5 +1,5 @@
-export * from "./Evaluate.js"
+export * as Evaluate from "./Evaluate.js"
 export * as MutationRule from "./MutationRule.js"
 export * as Policy from "./Policy.js"
-export * from "./PolicyError.js"
+export * as PolicyError from "./PolicyError.js"
 export * as Rule from "./Rule.js"

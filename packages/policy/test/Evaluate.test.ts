@@ -6,9 +6,10 @@ import Database from "better-sqlite3"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import { compile as compileCatalog, RowScope } from "@cairn/catalog"
-import type { Scalar } from "@cairn/domain"
-import { evaluate, inScope, inScopeEffect, type Lookup, permits, permitsEffect, type RecordValue } from "@cairn/policy"
+import { RowScope } from "@cairn/catalog"
+import { compile as compileCatalog } from "@cairn/catalog/Catalog"
+import type { Scalar } from "@cairn/domain/QueryDocument"
+import { evaluate, inScope, inScopeEffect, type Lookup, permits, permitsEffect, type RecordValue } from "@cairn/policy/Evaluate"
 import { shop } from "./fixture.js"
 
 type ScopeFilter = RowScope.ScopeFilter

@@ -2,9 +2,11 @@
 // views and mutation rules with principal references substituted, and the digest.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Exit } from "effect"
-import { compile as compileCatalog, RowScope } from "@cairn/catalog"
-import { operationRef } from "@cairn/domain"
-import { Policy, PolicyError, Rule } from "@cairn/policy"
+import { RowScope } from "@cairn/catalog"
+import { compile as compileCatalog } from "@cairn/catalog/Catalog"
+import { operationRef } from "@cairn/domain/References"
+import { Policy, Rule } from "@cairn/policy"
+import { PolicyError } from "@cairn/policy/PolicyError"
 import { Doc, DocCreate, DocRename, Grant, GrantAdd, principalOf, shop, Team } from "./fixture.js"
 
 const { always, and, eq, exists, hasClaim, hasRole, hasScope, isIn, isNull, never, not, or, principal } = Rule

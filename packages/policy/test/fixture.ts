@@ -2,7 +2,8 @@
 // two-hop relationship, independent of the tracker so the policy package tests itself.
 import { Schema } from "effect"
 import { Entity, Operation, RootSchema } from "@cairn/catalog"
-import { DatabaseKey, Principal } from "@cairn/domain"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { Principal } from "@cairn/domain/Principal"
 
 export const Team = Entity.make("Team", {
   description: "A team.",

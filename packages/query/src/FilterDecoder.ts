@@ -12,21 +12,10 @@
  * every alternative it tried instead of the one the caller meant.
  */
 import { Effect, ParseResult, Schema } from "effect"
-import {
-  isSummaryIssue,
-  Comparison,
-  ComparisonOp,
-  Filter,
-  FilterOp,
-  InvalidQuery,
-  type Issue,
-  issuesOf,
-  IsNull,
-  QueryBudgetExceeded,
-  SetMembership,
-  SetOp,
-  summarizeIssues
-} from "@cairn/domain"
+import { isSummaryIssue, issuesOf } from "@cairn/domain/Decode"
+import { Comparison, ComparisonOp, Filter, FilterOp, IsNull, SetMembership, SetOp } from "@cairn/domain/QueryDocument"
+import { InvalidQuery, type Issue, QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { summarizeIssues } from "@cairn/domain/RequestDecoders"
 import { QueryLimits, type QueryLimitsShape } from "./QueryLimits.js"
 
 const Compound = Schema.Struct({ op: Schema.Literal("and", "or"), filters: Schema.Array(Schema.Unknown) })

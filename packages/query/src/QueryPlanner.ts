@@ -6,15 +6,12 @@
  */
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { Sealer, ValueOrder, type View } from "@cairn/catalog"
-import {
-  CatalogChanged,
-  type Principal,
-  QueryBudgetExceeded,
-  type QueryRequest,
-  type QueryResult,
-  type Row
-} from "@cairn/domain"
+import { ValueOrder } from "@cairn/catalog"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { type View } from "@cairn/catalog/View"
+import { CatalogChanged, QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { type Principal } from "@cairn/domain/Principal"
+import { type QueryRequest, type QueryResult, type Row } from "@cairn/domain/Query"
 import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
 import { type FieldInfo, isError, isIdField, plan } from "./internal/plan.js"

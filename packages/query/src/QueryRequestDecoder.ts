@@ -7,7 +7,9 @@
  * first, so an oversized request costs no schema work.
  */
 import { Effect } from "effect"
-import { decodeStrict, type InvalidQuery, QueryBudgetExceeded, QueryRequest } from "@cairn/domain"
+import { decodeStrict } from "@cairn/domain/Decode"
+import { type InvalidQuery, QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { QueryRequest } from "@cairn/domain/Query"
 import { decodeFilter, malformed } from "./FilterDecoder.js"
 import { QueryLimits, type QueryLimitsShape } from "./QueryLimits.js"
 

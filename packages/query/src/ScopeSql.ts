@@ -6,8 +6,10 @@
  * applying the target's own scope (policy is trusted, as in the in-memory evaluator).
  */
 import { Statement } from "@effect/sql"
-import type { Catalog, RowScope, View } from "@cairn/catalog"
-import type { Path } from "@cairn/domain"
+import type { RowScope } from "@cairn/catalog"
+import type { Catalog } from "@cairn/catalog/Catalog"
+import type { View } from "@cairn/catalog/View"
+import type { Path } from "@cairn/domain/QueryDocument"
 import { filterSql } from "./internal/filterSql.js"
 import * as S from "./internal/sql.js"
 

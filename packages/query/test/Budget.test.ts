@@ -5,8 +5,10 @@
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { type QueryDocumentV1, toPublicBody } from "@cairn/domain"
-import { defaultQueryLimits, QueryLimits, QueryPlanner } from "@cairn/query"
+import { type QueryDocumentV1 } from "@cairn/domain/QueryDocument"
+import { toPublicBody } from "@cairn/domain/PublicError"
+import { defaultQueryLimits, QueryLimits } from "@cairn/query/QueryLimits"
+import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { clear, fullView, insert, TestLive, who } from "./support.js"
 
 const BUDGET = 500

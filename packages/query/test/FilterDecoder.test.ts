@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { decodeQueryRequest, QueryLimits } from "@cairn/query"
+import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
+import { QueryLimits } from "@cairn/query/QueryLimits"
 
 const base = { version: 1, from: { kind: "entity", name: "Task" }, select: { id: { path: ["id"] } } }
 const leaf = { op: "eq", path: ["title"], value: "x" }

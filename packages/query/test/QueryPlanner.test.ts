@@ -4,8 +4,8 @@
 import { assert, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import type { QueryDocumentV1 } from "@cairn/domain"
-import { QueryPlanner } from "@cairn/query"
+import type { QueryDocumentV1 } from "@cairn/domain/QueryDocument"
+import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { Position } from "@cairn/store"
 import { clear, commit, fullView, insert, TestLive, who } from "./support.js"
 

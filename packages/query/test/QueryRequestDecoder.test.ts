@@ -5,8 +5,10 @@
 // a summary. Sizes and counts are asserted, never time.
 import { assert, layer } from "@effect/vitest"
 import { Effect } from "effect"
-import { isSummaryIssue, maxIssues, type PublicError, toPublicBody } from "@cairn/domain"
-import { decodeQueryRequest, defaultQueryLimits, QueryLimits } from "@cairn/query"
+import { isSummaryIssue, maxIssues } from "@cairn/domain/Decode"
+import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
+import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
+import { defaultQueryLimits, QueryLimits } from "@cairn/query/QueryLimits"
 
 const malformedSelect = (n: number) => {
   const select: Record<string, unknown> = {}

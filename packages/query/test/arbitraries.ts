@@ -1,9 +1,10 @@
 // fast-check generators of tracker data (projects, memberships, tasks with NULLs,
 // ties, dangling references and non-ASCII text) and of Task queries over it.
 import fc from "fast-check"
-import { RowScope, View } from "@cairn/catalog"
-import type { Direction, Filter, Path, QueryDocumentV1 } from "@cairn/domain"
-import type { RecordValue } from "@cairn/policy"
+import { RowScope } from "@cairn/catalog"
+import { View } from "@cairn/catalog/View"
+import type { Direction, Filter, Path, QueryDocumentV1 } from "@cairn/domain/QueryDocument"
+import type { RecordValue } from "@cairn/policy/Evaluate"
 import { catalog, type Data } from "./support.js"
 
 const titles = ["a", "ab", "abc", "B", "b", "é", "éa", "Zed", "a b", "10", "9"]

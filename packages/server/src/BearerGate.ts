@@ -5,7 +5,8 @@
  * 503 overloaded or unavailable), so every transport answers them identically.
  */
 import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { accessScopes, type Principal } from "@cairn/domain"
+import { accessScopes } from "@cairn/domain/AccessScope"
+import { type Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
 import { Correlation } from "./Correlation.js"
 import { Identity, type Resource } from "./Identity.js"

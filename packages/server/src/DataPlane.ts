@@ -6,27 +6,25 @@
  * defects are logged under the request id and answered without internals. Transports
  * only authenticate and map `EngineError` to their wire.
  */
-import { DescribeLimits, describe, Sealer, type View } from "@cairn/catalog"
-import {
-  type AccessScope,
-  BoundedJson,
-  CatalogChanged,
-  decodeDescribeRequest,
-  decodeMutateRequest,
-  type DescribeResult,
-  InvalidInput,
-  InvalidQuery,
-  type Principal,
-  type QueryResult,
-  type Receipt,
-  readScope,
-  type SnapshotPage,
-  type SyncMessage,
-  writeScope
-} from "@cairn/domain"
-import { decodeQueryRequest, QueryLimits, QueryPlanner } from "@cairn/query"
-import { Databases, mutate } from "@cairn/store"
-import { decodeChangesRequest, decodeSnapshotRequest, Sync } from "@cairn/sync"
+import { DescribeLimits, describe } from "@cairn/catalog/Describe"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { type View } from "@cairn/catalog/View"
+import { BoundedJson } from "@cairn/domain"
+import { type AccessScope, readScope, writeScope } from "@cairn/domain/AccessScope"
+import { CatalogChanged, InvalidInput, InvalidQuery } from "@cairn/domain/PublicError"
+import { decodeDescribeRequest, decodeMutateRequest } from "@cairn/domain/RequestDecoders"
+import { type DescribeResult } from "@cairn/domain/Describe"
+import { type Principal } from "@cairn/domain/Principal"
+import { type QueryResult } from "@cairn/domain/Query"
+import { type Receipt } from "@cairn/domain/Receipt"
+import { type SnapshotPage, type SyncMessage } from "@cairn/domain/Sync"
+import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { QueryPlanner } from "@cairn/query/QueryPlanner"
+import { Databases } from "@cairn/store/Databases"
+import { mutate } from "@cairn/store/Mutate"
+import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
+import { Sync } from "@cairn/sync/Sync"
 import { Cause, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"

@@ -3,7 +3,9 @@
  * deployment's operations and handlers, and its policy as the writer's mutation guard.
  * The guard is part of this layer, so no assembly of the engine can leave it out.
  */
-import { Databases, OperationCatalog, StoreConfig, storeConfig } from "@cairn/store"
+import { Databases } from "@cairn/store/Databases"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig, storeConfig } from "@cairn/store/StoreConfig"
 import { Effect, Layer } from "effect"
 import { Deployment } from "./Deployment.js"
 import { PolicyGuardLive } from "./PolicyGuard.js"

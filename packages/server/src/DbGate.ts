@@ -6,7 +6,9 @@
  * 503 for an overloaded writer or an unavailable database.
  */
 import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
-import { Authentication, CurrentPrincipal, type PublicError } from "@cairn/domain"
+import { Authentication } from "@cairn/domain/Authentication"
+import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
+import { type PublicError } from "@cairn/domain/PublicError"
 import { Context, Effect, Layer, Option } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"

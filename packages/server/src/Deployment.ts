@@ -5,9 +5,13 @@
  * is served: a definition, policy or handler problem stops startup with every problem listed.
  */
 import { Context, Effect, Layer } from "effect"
-import { type Catalog, CatalogError, compile, type RootSchema } from "@cairn/catalog"
-import { Policy, type PolicyError } from "@cairn/policy"
-import { type Handlers, OperationCatalog, type OperationCatalogError, type OperationCatalogShape } from "@cairn/store"
+import { type RootSchema } from "@cairn/catalog"
+import { type Catalog, compile } from "@cairn/catalog/Catalog"
+import { CatalogError } from "@cairn/catalog/CatalogError"
+import { Policy } from "@cairn/policy"
+import { type PolicyError } from "@cairn/policy/PolicyError"
+import { type Handlers } from "@cairn/store"
+import { OperationCatalog, type OperationCatalogError, type OperationCatalogShape } from "@cairn/store/OperationCatalog"
 
 /** How the databases of one deployment are derived from verified identities. */
 export interface DatabaseDeployment {

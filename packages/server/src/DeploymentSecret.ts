@@ -6,7 +6,7 @@
 import { randomBytes } from "node:crypto"
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
-import { Sealer } from "@cairn/catalog"
+import { Sealer } from "@cairn/catalog/Sealer"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
 import { Settings } from "./Settings.js"
 

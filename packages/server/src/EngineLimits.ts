@@ -3,8 +3,8 @@
  * (`CAIRN_QUERY_*`), discovery (`CAIRN_DISCOVERY_*`) and synchronization (`CAIRN_SYNC_*`).
  * The engine requires each of them; nothing falls back to a default the operator never saw.
  */
-import { QueryLimits } from "@cairn/query"
-import { SyncConfig } from "@cairn/sync"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { SyncConfig } from "@cairn/sync/SyncConfig"
 import { Layer } from "effect"
 import { DiscoveryLimitsLive } from "./ExposureGuard.js"
 

@@ -4,7 +4,7 @@
  * external OAuth issuer and explicit query and discovery budgets (the operator's own
  * values, not defaults). The message lists exactly what is missing and how to set it.
  */
-import { DescribeLimits } from "@cairn/catalog"
+import { DescribeLimits } from "@cairn/catalog/Describe"
 import { Config, Data, Effect, Layer, Option } from "effect"
 import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"

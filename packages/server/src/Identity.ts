@@ -5,7 +5,7 @@
  * this contract; every transport depends only on the tag.
  */
 import { Context, Data, type Effect } from "effect"
-import type { Principal } from "@cairn/domain"
+import type { Principal } from "@cairn/domain/Principal"
 
 export type Resource = "db" | "mcp"
 

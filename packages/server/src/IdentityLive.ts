@@ -7,7 +7,8 @@
  */
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
-import { DatabaseKey, Principal } from "@cairn/domain"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { Principal } from "@cairn/domain/Principal"
 import { Deployment } from "./Deployment.js"
 import { FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"

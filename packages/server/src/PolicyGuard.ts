@@ -5,10 +5,13 @@
  * exactly as a record that does not exist, so a hidden record is never revealed.
  */
 import { Effect, Layer, Option } from "effect"
-import type { Scalar } from "@cairn/domain"
-import { Inaccessible } from "@cairn/domain"
-import { MutationRule, permitsEffect, type Policy, type RecordValue } from "@cairn/policy"
-import { MutationGuard, type MutationGuardShape, type TxRead, Writer } from "@cairn/store"
+import type { Scalar } from "@cairn/domain/QueryDocument"
+import { Inaccessible } from "@cairn/domain/PublicError"
+import { MutationRule, type Policy } from "@cairn/policy"
+import { permitsEffect, type RecordValue } from "@cairn/policy/Evaluate"
+import { Writer } from "@cairn/store"
+import { MutationGuard, type MutationGuardShape } from "@cairn/store/MutationGuard"
+import { type TxRead } from "@cairn/store/Tx"
 import { Deployment } from "./Deployment.js"
 
 /** Reads for rule evaluation, through the invocation's transaction (its own writes included). */

@@ -5,7 +5,10 @@
  * overloaded, a database that cannot be opened, and a failure inside the server. Their
  * messages are public: they name no internal id, path, SQL or class, only the request id.
  */
-import { type AccessScope, InternalError, type Overloaded, type PublicError } from "@cairn/domain"
+import { type AccessScope } from "@cairn/domain/AccessScope"
+import { InternalError } from "@cairn/domain/InternalError"
+import { type Overloaded } from "@cairn/domain/Overloaded"
+import { type PublicError } from "@cairn/domain/PublicError"
 import { Cause, Data, Effect, Option } from "effect"
 import { Correlation } from "./Correlation.js"
 

@@ -5,7 +5,10 @@
  * decodes, authorizes or limits.
  */
 import { RpcSerialization, RpcServer } from "@effect/rpc"
-import { Authentication, CurrentPrincipal, dataRpcPath, DataRpcsWire } from "@cairn/domain"
+import { Authentication } from "@cairn/domain/Authentication"
+import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
+import { dataRpcPath } from "@cairn/domain/DataRpcPath"
+import { DataRpcsWire } from "@cairn/domain/DataRpcs"
 import { Effect, Layer } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"

@@ -6,7 +6,9 @@
  * request timeout bounds only the time to the first batch).
  */
 import { RpcSerialization, RpcServer } from "@effect/rpc"
-import { Authentication, CurrentPrincipal, SyncRpcsWire } from "@cairn/domain"
+import { Authentication } from "@cairn/domain/Authentication"
+import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
+import { SyncRpcsWire } from "@cairn/domain/SyncRpcs"
 import { Effect, Layer, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"

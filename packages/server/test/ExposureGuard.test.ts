@@ -2,7 +2,7 @@
 // (bind host or base URL) starts only with an external issuer and explicit budgets, and
 // otherwise fails with one message naming exactly what is missing.
 import { assert, describe, it } from "@effect/vitest"
-import { DescribeLimits } from "@cairn/catalog"
+import { DescribeLimits } from "@cairn/catalog/Describe"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
 import { DiscoveryLimitsLive, exposureGuard, ExposureGuardLive, isPublic } from "../src/ExposureGuard.js"
 import { Settings, settingsConfig } from "../src/Settings.js"

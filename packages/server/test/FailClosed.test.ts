@@ -5,22 +5,21 @@ import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { DescribeLimits, Sealer } from "@cairn/catalog"
-import { accessScopes, DatabaseKey, Principal } from "@cairn/domain"
-import { QueryLimits } from "@cairn/query"
-import {
-  DataPlane,
-  Deployment,
-  EngineLimitsLive,
-  FallbackIssuer,
-  IdentityConfigError,
-  IdentityLive,
-  Settings,
-  type SettingsShape,
-  TestHookRoutes
-} from "@cairn/server"
-import { SyncConfig } from "@cairn/sync"
-import { trackerDeployment } from "@cairn/tracker"
+import { DescribeLimits } from "@cairn/catalog/Describe"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { accessScopes } from "@cairn/domain/AccessScope"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { Principal } from "@cairn/domain/Principal"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { DataPlane } from "@cairn/server/DataPlane"
+import { Deployment } from "@cairn/server/Deployment"
+import { EngineLimitsLive } from "@cairn/server/EngineLimits"
+import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
+import { IdentityConfigError, IdentityLive } from "@cairn/server/IdentityLive"
+import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { TestHookRoutes } from "@cairn/server/TestHooks"
+import { SyncConfig } from "@cairn/sync/SyncConfig"
+import { trackerDeployment } from "@cairn/tracker/application"
 import { Effect, Layer, Redacted } from "effect"
 
 const settings: SettingsShape = {
@@ -51,7 +50,7 @@ export const hooksWithoutGuard: Layer.Layer<never, unknown, Settings | import("@
 
 // Identity without a decision about a missing CAIRN_ISSUER.
 // @ts-expect-error IdentityLive needs a FallbackIssuer (the development one, or none)
-export const identityWithoutFallback: Layer.Layer<import("@cairn/server").Identity, unknown, Settings | Deployment> = IdentityLive
+export const identityWithoutFallback: Layer.Layer<import("@cairn/server/Identity").Identity, unknown, Settings | Deployment> = IdentityLive
 
 describe("fail closed", () => {
   it.scoped("the engine with every guard and budget builds and enforces them", () =>

@@ -7,28 +7,31 @@ import { randomBytes } from "node:crypto"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { compile, DescribeLimits, Sealer, describe, View } from "@cairn/catalog"
-import { Inaccessible, InternalError, InvalidQuery, type MutateRequest, Overloaded, type QueryRequest } from "@cairn/domain"
-import {
-  BearerGate,
-  DataPlane,
-  Deployment,
-  EngineLimitsLive,
-  FrontMiddleware,
-  identityLayer,
-  Limits,
-  type LimitsShape,
-  RpcRoutes,
-  serve,
-  Settings,
-  type SettingsShape,
-  TestHookRoutes,
-  TestHooks
-} from "@cairn/server"
-import { tracker, trackerDeployment } from "@cairn/tracker"
+import { compile } from "@cairn/catalog/Catalog"
+import { DescribeLimits, describe } from "@cairn/catalog/Describe"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { View } from "@cairn/catalog/View"
+import { Inaccessible, InvalidQuery } from "@cairn/domain/PublicError"
+import { InternalError } from "@cairn/domain/InternalError"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { Overloaded } from "@cairn/domain/Overloaded"
+import { type QueryRequest } from "@cairn/domain/Query"
+import { BearerGate } from "@cairn/server/BearerGate"
+import { DataPlane } from "@cairn/server/DataPlane"
+import { Deployment } from "@cairn/server/Deployment"
+import { EngineLimitsLive } from "@cairn/server/EngineLimits"
+import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
+import { identityLayer } from "@cairn/server/IdentityLive"
+import { Limits, type LimitsShape } from "@cairn/server/Limits"
+import { RpcRoutes } from "@cairn/server/RpcRoutes"
+import { serve } from "@cairn/server/Server"
+import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { TestHookRoutes, TestHooks } from "@cairn/server/TestHooks"
+import { tracker } from "@cairn/tracker/tracker"
+import { trackerDeployment } from "@cairn/tracker/application"
 import { Effect, Layer, Logger, Redacted, Stream } from "effect"
 import { exportJWK, generateKeyPair, type JWK, type JWTPayload, SignJWT } from "jose"
-import { freePort } from "@cairn/testkit"
+import { freePort } from "@cairn/testkit/freePort"
 
 type KeyLike = CryptoKey
 

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net"
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted, TestClock } from "effect"
 import { CompactSign, exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
-import { trackerDeployment } from "@cairn/tracker"
+import { trackerDeployment } from "@cairn/tracker/application"
 import { Deployment } from "../src/Deployment.js"
 import { Identity, type Resource, Unauthorized } from "../src/Identity.js"
 import { identityConfig, type IdentityConfig, IdentityConfigError, makeIdentity } from "../src/IdentityLive.js"
@@ -85,7 +85,7 @@ const accepted = (config: IdentityConfig, token: string, resource: Resource = "d
   Effect.gen(function* () {
     const result = yield* verifyWith(config, token, resource)
     if (result._tag === "Left") assert.fail(`refused: ${result.left.description}`)
-    return (result as { right: import("@cairn/domain").Principal }).right
+    return (result as { right: import("@cairn/domain/Principal").Principal }).right
   })
 
 describe("Identity (jose)", () => {

@@ -2,7 +2,7 @@
 // layer (401/400 with WWW-Authenticate), the principal taken only from the verified token,
 // public errors inside RPC exits, overload as 503 + Retry-After, defects without leaks.
 import { describe, expect, it } from "@effect/vitest"
-import { InternalError } from "@cairn/domain"
+import { InternalError } from "@cairn/domain/InternalError"
 import { Effect } from "effect"
 import { generateKeyPair, SignJWT } from "jose"
 import { engine, type Front, mint, secretDefect, startFront } from "./FrontStack.js"

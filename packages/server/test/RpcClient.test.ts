@@ -1,9 +1,11 @@
 // CairnClient and the generated tracker bindings against a real front: typed results, the
 // eight public errors as domain classes, every front refusal as a typed TransportError
 // (never a defect), UUIDv7 invocation ids, and query documents built from typed arguments.
-import { CairnClient, PayloadTooLarge, RequestTimeout, ServerFailure, Unauthenticated } from "@cairn/client"
+import { CairnClient } from "@cairn/client/CairnClient"
+import { PayloadTooLarge, RequestTimeout, ServerFailure, Unauthenticated } from "@cairn/client/TransportError"
 import { tracker } from "@cairn/client/generated/tracker"
-import { Inaccessible, InvalidQuery, Overloaded } from "@cairn/domain"
+import { Inaccessible, InvalidQuery } from "@cairn/domain/PublicError"
+import { Overloaded } from "@cairn/domain/Overloaded"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Layer } from "effect"
 import { type Front, mint, secretDefect, startFront } from "./FrontStack.js"

@@ -3,7 +3,8 @@
 // explicitly set, known non-production stage, and every refusal of a flag that is set is
 // logged with its reason.
 import { describe, expect, it } from "@effect/vitest"
-import { decide, settingsConfig } from "@cairn/server"
+import { decide } from "@cairn/server/TestHooks"
+import { settingsConfig } from "@cairn/server/Settings"
 import { ConfigProvider, Effect } from "effect"
 import { startFront } from "./FrontStack.js"
 

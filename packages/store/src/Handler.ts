@@ -4,7 +4,8 @@
  * receipt) or as `inaccessible` (nothing stored, e.g. a referenced record is missing).
  */
 import { Data, Effect } from "effect"
-import { Inaccessible, type Principal } from "@cairn/domain"
+import { Inaccessible } from "@cairn/domain/PublicError"
+import { type Principal } from "@cairn/domain/Principal"
 import type { Entities, Tx } from "./Tx.js"
 
 /** A refusal with a reason the caller is shown as is. */

@@ -8,7 +8,8 @@
  */
 import { type SqlClient, SqlSchema } from "@effect/sql"
 import { Data, Effect, Schema } from "effect"
-import { canonicalJson, type Catalog } from "@cairn/catalog"
+import { canonicalJson } from "@cairn/catalog/Digest"
+import { type Catalog } from "@cairn/catalog/Catalog"
 import * as Layout from "./Layout.js"
 import { ddl, installTable } from "./Log.js"
 

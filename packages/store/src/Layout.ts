@@ -5,7 +5,7 @@
  * pages ordered by (field, id) are served from the index. Identifiers come only from
  * the compiled catalog (validated names), never from request text.
  */
-import type { CompiledEntity, CompiledField, Catalog } from "@cairn/catalog"
+import type { CompiledEntity, CompiledField, Catalog } from "@cairn/catalog/Catalog"
 
 /** Quotes a catalog identifier. Names are validated at compile time; this is belt and braces. */
 export const quote = (identifier: string): string => {

@@ -5,15 +5,13 @@
  * DataPlane's: they are the same for every request kind.
  */
 import { Effect, Schema } from "effect"
-import { digest, type View } from "@cairn/catalog"
-import {
-  decodeStrict,
-  InvalidInput,
-  type MutateRequest,
-  type Principal,
-  type Receipt,
-  UnknownDefinition
-} from "@cairn/domain"
+import { digest } from "@cairn/catalog/Digest"
+import { type View } from "@cairn/catalog/View"
+import { decodeStrict } from "@cairn/domain/Decode"
+import { InvalidInput, UnknownDefinition } from "@cairn/domain/PublicError"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { type Principal } from "@cairn/domain/Principal"
+import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Databases.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"

@@ -4,8 +4,9 @@
  * guard (`PolicyGuardLive`); there is no default, so a layer graph without one does not build.
  */
 import { Context, type Effect } from "effect"
-import type { CompiledOperation } from "@cairn/catalog"
-import type { Inaccessible, OperationRejected, Principal } from "@cairn/domain"
+import type { CompiledOperation } from "@cairn/catalog/Catalog"
+import type { Inaccessible, OperationRejected } from "@cairn/domain/PublicError"
+import type { Principal } from "@cairn/domain/Principal"
 import type { TxRead } from "./Tx.js"
 
 export interface MutationCheck {

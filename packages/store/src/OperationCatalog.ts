@@ -3,7 +3,7 @@
  * checked once at startup so a missing or stray handler never surfaces as a request.
  */
 import { Context, Data, Effect, Layer } from "effect"
-import type { Catalog, CompiledOperation } from "@cairn/catalog"
+import type { Catalog, CompiledOperation } from "@cairn/catalog/Catalog"
 import type * as Handler from "./Handler.js"
 import type { Handlers } from "./Handlers.js"
 

@@ -23,18 +23,14 @@ import {
   type Subscribable,
   SubscriptionRef
 } from "effect"
-import {
-  Inaccessible,
-  InternalError,
-  type InvocationConflict,
-  type InvocationId,
-  OperationRejected,
-  Overloaded,
-  type Principal,
-  type Receipt,
-  type Target
-} from "@cairn/domain"
-import type { CompiledOperation } from "@cairn/catalog"
+import { Inaccessible, type InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
+import { InternalError } from "@cairn/domain/InternalError"
+import { type InvocationId } from "@cairn/domain/Ids"
+import { Overloaded } from "@cairn/domain/Overloaded"
+import { type Principal } from "@cairn/domain/Principal"
+import { type Receipt } from "@cairn/domain/Receipt"
+import { type Target } from "@cairn/domain/References"
+import type { CompiledOperation } from "@cairn/catalog/Catalog"
 import { Rejection } from "./Handler.js"
 import { ChangeSet, makeTx, statementsFor } from "./internal/tx.js"
 import * as Receipts from "./internal/receipts.js"

@@ -1,6 +1,9 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Metric, TestClock } from "effect"
-import { Compaction, Databases, Log, OperationCatalog, StoreConfig } from "@cairn/store"
+import { Compaction, Log } from "@cairn/store"
+import { Databases } from "@cairn/store/Databases"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig } from "@cairn/store/StoreConfig"
 import { activate, compiledNotes, fullView, makeHandlers, mutate, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
 const create = (title: string) => Effect.flatMap(fullView, (view) => mutate({ view, principal: principal(), request: request("Note", "create", { title }) }))

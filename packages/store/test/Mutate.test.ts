@@ -1,9 +1,13 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Option, Schema } from "effect"
 import { v4 as uuidv4, v7 as uuidv7 } from "uuid"
-import { View } from "@cairn/catalog"
-import { decodeMutateRequest, Inaccessible, OperationRejected, Receipt } from "@cairn/domain"
-import { Databases, Log, type MutationGuardShape, Position } from "@cairn/store"
+import { View } from "@cairn/catalog/View"
+import { decodeMutateRequest } from "@cairn/domain/RequestDecoders"
+import { Inaccessible, OperationRejected } from "@cairn/domain/PublicError"
+import { Receipt } from "@cairn/domain/Receipt"
+import { Log, Position } from "@cairn/store"
+import { Databases } from "@cairn/store/Databases"
+import { type MutationGuardShape } from "@cairn/store/MutationGuard"
 import { compiledNotes, fullView, mutate, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
 const inStore = <A, E>(effect: Effect.Effect<A, E, Databases>, options: Omit<Parameters<typeof storeLayer>[0], "dataDir"> = {}) =>

@@ -1,8 +1,11 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Deferred, Effect, Exit, Fiber, Logger, Metric, Option, TestClock } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { InternalError, type MutateRequest, type Receipt } from "@cairn/domain"
-import { type Database, Databases, Position, Writer } from "@cairn/store"
+import { InternalError } from "@cairn/domain/InternalError"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { type Receipt } from "@cairn/domain/Receipt"
+import { Position, Writer } from "@cairn/store"
+import { type Database, Databases } from "@cairn/store/Databases"
 import { fullView, mutate, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
 
 const send = (req: MutateRequest, subject = "alice") =>

@@ -3,24 +3,15 @@
  * database: snapshot pages of a scope, then the changes after a cursor, filtered
  * through the principal's policy, caught up and then live until the caller stops.
  */
-import { Sealer, type View } from "@cairn/catalog"
-import {
-  CatalogChanged,
-  type ChangesRequest,
-  InvalidQuery,
-  type Principal,
-  type PublicError,
-  QueryBudgetExceeded,
-  resnapshot,
-  type ResnapshotReason,
-  type SnapshotPage,
-  type SnapshotRequest,
-  type SyncMessage,
-  type SyncRecord
-} from "@cairn/domain"
-import type { RecordValue } from "@cairn/policy"
-import { QueryLimits } from "@cairn/query"
-import { type Database, Log } from "@cairn/store"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { type View } from "@cairn/catalog/View"
+import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { type ChangesRequest, resnapshot, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
+import { type Principal } from "@cairn/domain/Principal"
+import type { RecordValue } from "@cairn/policy/Evaluate"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { Log } from "@cairn/store"
+import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
 import { narrowingOf, replay } from "./internal/replay.js"
 import type { Narrowing } from "./internal/rows.js"

@@ -3,9 +3,10 @@
  * subject, a digest naming the database, the requested scope, the principal's access
  * to it and the catalog token, so a cursor never resumes anyone else's view.
  */
-import { Digest, type SealerService } from "@cairn/catalog"
+import { Digest } from "@cairn/catalog"
+import { type SealerService } from "@cairn/catalog/Sealer"
 import { Position } from "@cairn/store"
-import type { ResnapshotReason, SyncCheckpoint } from "@cairn/domain"
+import type { ResnapshotReason, SyncCheckpoint } from "@cairn/domain/Sync"
 import { Option, Schema } from "effect"
 
 /** What a cursor is bound to. */

@@ -2,7 +2,7 @@
  * Sync observability: resumes, resnapshots by public reason, snapshot sizes and the
  * lag from commit to delivery. Tagged only with public values, never ids or keys.
  */
-import type { ResnapshotReason } from "@cairn/domain"
+import type { ResnapshotReason } from "@cairn/domain/Sync"
 import { Effect, Metric, MetricBoundaries } from "effect"
 
 export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor" })

@@ -5,8 +5,11 @@
  * `@cairn/query`) before anything recurses into it, so a filter is judged identically
  * whether it arrives in a query or a sync scope.
  */
-import { ChangesRequest, decodeStrict, type InvalidQuery, maxSyncEntities, type QueryBudgetExceeded, SnapshotRequest } from "@cairn/domain"
-import { decodeFilter, malformed, type QueryLimits } from "@cairn/query"
+import { ChangesRequest, maxSyncEntities, SnapshotRequest } from "@cairn/domain/Sync"
+import { decodeStrict } from "@cairn/domain/Decode"
+import { type InvalidQuery, type QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { decodeFilter, malformed } from "@cairn/query/FilterDecoder"
+import { type QueryLimits } from "@cairn/query/QueryLimits"
 import { Effect, type Schema } from "effect"
 
 const invalid = malformed("sync")

@@ -1,5 +1,5 @@
-export * from "./Sync.js"
-export * from "./SyncConfig.js"
+export * as Sync from "./Sync.js"
+export * as SyncConfig from "./SyncConfig.js"
 export * as SyncCursor from "./SyncCursor.js"
 export * as SyncMetrics from "./SyncMetrics.js"
-export * from "./SyncRequestDecoder.js"
+export * as SyncRequestDecoder from "./SyncRequestDecoder.js"

@@ -5,7 +5,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect, Logger, LogLevel } from "effect"
 import * as fc from "fast-check"
-import type { SyncScope } from "@cairn/domain"
+import type { SyncScope } from "@cairn/domain/Sync"
 import { catchUp, engineLayer, memoryClient } from "./support/harness.js"
 import { attempt, database, idOf, run, tempDir, visibleTo, who } from "./support/tracker.js"
 

@@ -1,7 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { decodeQueryRequest, QueryLimits } from "@cairn/query"
-import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync"
+import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
 
 const leaf = { op: "eq", path: ["title"], value: "x" }
 const deepNot = () => {

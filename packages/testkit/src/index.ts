@@ -1,1 +1,1 @@
-export * from "./freePort.js"
+export * as freePort from "./freePort.js"

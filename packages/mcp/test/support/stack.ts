@@ -10,26 +10,25 @@ import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/
 import type { RootSchema } from "@cairn/catalog"
 import { Policy, Rule } from "@cairn/policy"
 import { Handler } from "@cairn/store"
-import { McpConfig, McpRoutes } from "@cairn/mcp"
-import { QueryLimits } from "@cairn/query"
-import {
-  BearerGate,
-  SealerLive,
-  DataPlane,
-  Deployment,
-  type DeploymentDefinition,
-  EngineLimitsLive,
-  FrontMiddleware,
-  IdentityLive,
-  Limits,
-  serve,
-  Settings,
-  type SettingsShape
-} from "@cairn/server"
-import { DevAuthServer as DevAuth, DevFallbackIssuer, DevIssuerLive } from "@cairn/devauth"
-import { trackerApplication } from "@cairn/tracker"
+import { McpConfig } from "@cairn/mcp/McpConfig"
+import { McpRoutes } from "@cairn/mcp/McpRoutes"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { BearerGate } from "@cairn/server/BearerGate"
+import { SealerLive } from "@cairn/server/DeploymentSecret"
+import { DataPlane } from "@cairn/server/DataPlane"
+import { Deployment, type DeploymentDefinition } from "@cairn/server/Deployment"
+import { EngineLimitsLive } from "@cairn/server/EngineLimits"
+import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
+import { IdentityLive } from "@cairn/server/IdentityLive"
+import { Limits } from "@cairn/server/Limits"
+import { serve } from "@cairn/server/Server"
+import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { DevAuthServer as DevAuth } from "@cairn/devauth"
+import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
+import { DevIssuerLive } from "@cairn/devauth/DevIssuer"
+import { trackerApplication } from "@cairn/tracker/application"
 import { ConfigProvider, Effect, Layer } from "effect"
-import { freePort } from "@cairn/testkit"
+import { freePort } from "@cairn/testkit/freePort"
 
 export interface Who {
   readonly sub: string

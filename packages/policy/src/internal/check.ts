@@ -2,7 +2,8 @@
  * Compile-time checks of rules against the catalog: every path, operator and value must
  * fit the field it names, so a policy that mistypes anything never installs.
  */
-import { type Catalog, fitsColumn } from "@cairn/catalog"
+import { type Catalog } from "@cairn/catalog/Catalog"
+import { fitsColumn } from "@cairn/catalog/ColumnValue"
 import type { PrincipalList, Rule, Value } from "../Rule.js"
 import { type FieldType, fieldType, resolvePath } from "./paths.js"
 

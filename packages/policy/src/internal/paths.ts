@@ -2,8 +2,8 @@
  * Field paths over the compiled catalog: to-one relationship names followed by a field
  * name (or `id`). Shared by rule compilation and the in-memory evaluator.
  */
-import type { Catalog, ColumnType, CompiledRelationship } from "@cairn/catalog"
-import { idOperators } from "@cairn/domain"
+import type { Catalog, ColumnType, CompiledRelationship } from "@cairn/catalog/Catalog"
+import { idOperators } from "@cairn/domain/QueryDocument"
 
 /** What rule checking needs to know about the field a path ends at. */
 export interface FieldType {

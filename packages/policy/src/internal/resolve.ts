@@ -3,8 +3,10 @@
  * values, principal conditions become constants, and constants fold away, leaving
  * `true`, `false` or a `ScopeFilter` the planner, writer and sync can evaluate.
  */
-import { type Catalog, RowScope } from "@cairn/catalog"
-import type { Principal, Scalar } from "@cairn/domain"
+import { RowScope } from "@cairn/catalog"
+import { type Catalog } from "@cairn/catalog/Catalog"
+import type { Principal } from "@cairn/domain/Principal"
+import type { Scalar } from "@cairn/domain/QueryDocument"
 import type { PrincipalList, PrincipalValue, Rule } from "../Rule.js"
 import { fitsField, isPrincipalList, isPrincipalValue } from "./check.js"
 import { type FieldType, resolvePath } from "./paths.js"

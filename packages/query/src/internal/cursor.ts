@@ -5,8 +5,10 @@
  * and the query's fingerprint. Anything else fails as a bad cursor.
  */
 import { Effect, Option, Schema } from "effect"
-import { digest, type SealerService } from "@cairn/catalog"
-import { CatalogChanged, InvalidQuery, type Principal } from "@cairn/domain"
+import { digest } from "@cairn/catalog/Digest"
+import { type SealerService } from "@cairn/catalog/Sealer"
+import { CatalogChanged, InvalidQuery } from "@cairn/domain/PublicError"
+import { type Principal } from "@cairn/domain/Principal"
 import type { Bindable } from "./sql.js"
 
 const PURPOSE = "query"

@@ -5,7 +5,7 @@
  * and an unknown row does not qualify. `startsWith`/`contains` are case-sensitive.
  */
 import type { RowScope } from "@cairn/catalog"
-import type { Path } from "@cairn/domain"
+import type { Path } from "@cairn/domain/QueryDocument"
 import * as S from "./sql.js"
 
 type ScopeFilter = RowScope.ScopeFilter

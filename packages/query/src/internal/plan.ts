@@ -3,21 +3,12 @@
  * and chooses how to read the root table: every path resolved (joins for relationship
  * hops), the order completed by `id`, and an access path whose work is bounded.
  */
-import type { CompiledEntity, CompiledField, CompiledRelationship, View } from "@cairn/catalog"
-import { digest, leafProblems } from "@cairn/catalog"
-import {
-  type Direction,
-  type Filter,
-  idOperators,
-  Inaccessible,
-  InvalidQuery,
-  type Path,
-  type PublicError,
-  QueryBudgetExceeded,
-  type QueryDocumentV1,
-  type Scalar,
-  UnknownDefinition
-} from "@cairn/domain"
+import type { CompiledEntity, CompiledField, CompiledRelationship } from "@cairn/catalog/Catalog"
+import type { View } from "@cairn/catalog/View"
+import { digest } from "@cairn/catalog/Digest"
+import { leafProblems } from "@cairn/catalog/ColumnValue"
+import { type Direction, type Filter, idOperators, type Path, type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
+import { Inaccessible, InvalidQuery, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 

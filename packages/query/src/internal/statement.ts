@@ -18,8 +18,8 @@
  * unordered and the page sorts them; the sentinel is always evaluated, since a
  * truncated sort would be wrong.
  */
-import type { View } from "@cairn/catalog"
-import type { Direction, Filter, Path } from "@cairn/domain"
+import type { View } from "@cairn/catalog/View"
+import type { Direction, Filter, Path } from "@cairn/domain/QueryDocument"
 import { aliasesFor, scopeCondition } from "../ScopeSql.js"
 import { filterSql } from "./filterSql.js"
 import type { Plan } from "./plan.js"

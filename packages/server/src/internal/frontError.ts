@@ -1,6 +1,6 @@
 /** Builds the front's JSON refusals (the `FrontErrorBody` contract of `@cairn/domain`). */
 import { HttpServerResponse } from "@effect/platform"
-import type { FrontErrorBody } from "@cairn/domain"
+import type { FrontErrorBody } from "@cairn/domain/FrontError"
 import { requestIdHeader } from "../Correlation.js"
 
 export const frontError = (status: number, body: FrontErrorBody, headers: Record<string, string> = {}) =>

@@ -4,7 +4,8 @@
  */
 import { SqlSchema, type SqlClient } from "@effect/sql"
 import { Effect, Schema } from "effect"
-import { InvocationConflict, OperationRejected, Receipt } from "@cairn/domain"
+import { InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
+import { Receipt } from "@cairn/domain/Receipt"
 import { receiptsTable } from "../Log.js"
 
 export interface StoredReceipt {

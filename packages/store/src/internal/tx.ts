@@ -6,7 +6,7 @@
 import type { SqlClient } from "@effect/sql"
 import { Effect, type Either, Option, type ParseResult, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import type { Catalog, CompiledEntity } from "@cairn/catalog"
+import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
 import type { Change } from "../Log.js"
 import type { Tx } from "../Tx.js"

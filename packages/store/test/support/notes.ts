@@ -9,20 +9,19 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Deferred, Effect, Layer, Option, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { type Catalog, compile, Entity, Operation, RootSchema, View } from "@cairn/catalog"
-import { DatabaseKey, InvocationIdFromString, type MutateRequest, operationRef, Principal } from "@cairn/domain"
-import {
-  Databases,
-  Handler,
-  Handlers,
-  mutate as mutateIn,
-  type MutateArgs,
-  type MutationGuardShape,
-  MutationGuard,
-  OperationCatalog,
-  StoreConfig,
-  type StoreConfigShape
-} from "@cairn/store"
+import { Entity, Operation, RootSchema } from "@cairn/catalog"
+import { type Catalog, compile } from "@cairn/catalog/Catalog"
+import { View } from "@cairn/catalog/View"
+import { DatabaseKey, InvocationIdFromString } from "@cairn/domain/Ids"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { operationRef } from "@cairn/domain/References"
+import { Principal } from "@cairn/domain/Principal"
+import { Handler, Handlers } from "@cairn/store"
+import { Databases } from "@cairn/store/Databases"
+import { mutate as mutateIn, type MutateArgs } from "@cairn/store/Mutate"
+import { type MutationGuardShape, MutationGuard } from "@cairn/store/MutationGuard"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig, type StoreConfigShape } from "@cairn/store/StoreConfig"
 
 export const Note = Entity.make("Note", {
   description: "A note with a counter.",

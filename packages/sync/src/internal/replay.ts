@@ -10,9 +10,11 @@
  * and if any such record's visibility really changed the answer is a resnapshot.
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import type { Catalog, RowScope } from "@cairn/catalog"
-import type { Scalar, SyncChange } from "@cairn/domain"
-import { inScopeEffect, type LookupEffect, type RecordValue } from "@cairn/policy"
+import type { RowScope } from "@cairn/catalog"
+import type { Catalog } from "@cairn/catalog/Catalog"
+import type { Scalar } from "@cairn/domain/QueryDocument"
+import type { SyncChange } from "@cairn/domain/Sync"
+import { inScopeEffect, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
 import { Effect } from "effect"
 import { type Narrowing, norm, rows } from "./rows.js"
 import { entryFilter, type ResolvedScope, type ScopeEntry, strip } from "./scope.js"

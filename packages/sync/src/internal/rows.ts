@@ -3,9 +3,9 @@
  * records policy evaluates, with a per-batch cache for the evaluator's lookups.
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import type { Catalog } from "@cairn/catalog"
-import type { Scalar } from "@cairn/domain"
-import type { LookupEffect, RecordValue } from "@cairn/policy"
+import type { Catalog } from "@cairn/catalog/Catalog"
+import type { Scalar } from "@cairn/domain/QueryDocument"
+import type { LookupEffect, RecordValue } from "@cairn/policy/Evaluate"
 import { Layout } from "@cairn/store"
 import { Effect } from "effect"
 

@@ -4,9 +4,15 @@
  * filter never reads through a relationship the client cannot see, and replaying a
  * change needs no extra reads to decide it).
  */
-import { type CompiledEntity, type CompiledField, digest, leafProblems, RowScope, type View } from "@cairn/catalog"
-import { type Filter, idOperators, InvalidQuery, type Issue, type QueryBudgetExceeded, type SyncScope, UnknownDefinition } from "@cairn/domain"
-import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query"
+import { RowScope } from "@cairn/catalog"
+import { type CompiledEntity, type CompiledField } from "@cairn/catalog/Catalog"
+import { digest } from "@cairn/catalog/Digest"
+import { leafProblems } from "@cairn/catalog/ColumnValue"
+import { type View } from "@cairn/catalog/View"
+import { type Filter, idOperators } from "@cairn/domain/QueryDocument"
+import { InvalidQuery, type Issue, type QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { type SyncScope } from "@cairn/domain/Sync"
+import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query/FilterDecoder"
 import { Effect } from "effect"
 
 export interface ScopeEntry {

@@ -4,9 +4,9 @@
  * given id, in id order, within the page's record and byte budget.
  */
 import type { SqlClient, SqlError } from "@effect/sql"
-import type { Catalog } from "@cairn/catalog"
-import type { SyncRecord } from "@cairn/domain"
-import { scopeFilterSql } from "@cairn/query"
+import type { Catalog } from "@cairn/catalog/Catalog"
+import type { SyncRecord } from "@cairn/domain/Sync"
+import { scopeFilterSql } from "@cairn/query/ScopeSql"
 import { Layout } from "@cairn/store"
 import { Effect } from "effect"
 import { entryFilter, type ScopeEntry, strip } from "./scope.js"

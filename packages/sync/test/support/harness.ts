@@ -3,11 +3,15 @@
  * pages, resume from a checkpoint, apply batches to an in-memory copy, follow
  * resnapshot instructions. Tests compare the copy with the oracle.
  */
-import { Sealer, View } from "@cairn/catalog"
-import type { Principal, SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain"
-import type { Database, StoreConfigShape } from "@cairn/store"
-import { QueryLimits } from "@cairn/query"
-import { Sync, SyncConfig, type SyncConfigShape } from "@cairn/sync"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { View } from "@cairn/catalog/View"
+import type { Principal } from "@cairn/domain/Principal"
+import type { SnapshotPage, SyncCheckpoint, SyncMessage, SyncScope } from "@cairn/domain/Sync"
+import type { Database } from "@cairn/store/Databases"
+import type { StoreConfigShape } from "@cairn/store/StoreConfig"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { Sync } from "@cairn/sync/Sync"
+import { SyncConfig, type SyncConfigShape } from "@cairn/sync/SyncConfig"
 import { Chunk, Effect, Layer, Redacted, Stream } from "effect"
 import { everything, storeLayer, viewOf } from "./tracker.js"
 

@@ -7,22 +7,28 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Catalog, compile, Sealer, Operation, RootSchema, View } from "@cairn/catalog"
-import { DatabaseKey, InvocationId, type MutateRequest, operationRef, Principal, type Receipt, type SyncScope } from "@cairn/domain"
+import { Operation, RootSchema } from "@cairn/catalog"
+import { type Catalog, compile } from "@cairn/catalog/Catalog"
+import { Sealer } from "@cairn/catalog/Sealer"
+import { View } from "@cairn/catalog/View"
+import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { operationRef } from "@cairn/domain/References"
+import { Principal } from "@cairn/domain/Principal"
+import { type Receipt } from "@cairn/domain/Receipt"
+import { type SyncScope } from "@cairn/domain/Sync"
 import { Policy } from "@cairn/policy"
-import { QueryLimits, QueryPlanner } from "@cairn/query"
-import {
-  type Database,
-  Databases,
-  type Handler,
-  type Handlers,
-  mutate,
-  MutationGuard,
-  OperationCatalog,
-  StoreConfig,
-  type StoreConfigShape
-} from "@cairn/store"
-import * as T from "@cairn/tracker"
+import { QueryLimits } from "@cairn/query/QueryLimits"
+import { QueryPlanner } from "@cairn/query/QueryPlanner"
+import { type Handler, type Handlers } from "@cairn/store"
+import { type Database, Databases } from "@cairn/store/Databases"
+import { mutate } from "@cairn/store/Mutate"
+import { MutationGuard } from "@cairn/store/MutationGuard"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig, type StoreConfigShape } from "@cairn/store/StoreConfig"
+import { trackerHandlers } from "@cairn/tracker/handlers"
+import { trackerPolicy } from "@cairn/tracker/policy"
+import * as T from "@cairn/tracker/tracker"
 import { Effect, Layer, Redacted, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 
@@ -96,7 +102,7 @@ type Ctx = Handler.HandlerContext
 
 /** The tracker's own handlers, plus the test-only operations. */
 export const handlers: Handlers.Handlers = {
-  ...T.trackerHandlers,
+  ...trackerHandlers,
   "Member.remove": ({ target, tx }: Ctx) => Effect.as(tx.delete("Member", target.id), {}),
   "Member.setRole": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Member", target.id, { role: input.role, updatedAt: now }), {}),
   "Task.move": ({ input, target, tx, now }: Ctx) => Effect.as(tx.patch("Task", target.id, { projectId: input.projectId, updatedAt: now }), {}),
@@ -119,7 +125,7 @@ export interface Tracker {
 
 export const tracker: Effect.Effect<Tracker> = Effect.gen(function* () {
   const catalog = yield* compile(root)
-  const policy = yield* Policy.compile(catalog, T.trackerPolicy)
+  const policy = yield* Policy.compile(catalog, trackerPolicy)
   return { catalog: policy.catalog, policy }
 }).pipe(Effect.orDie, Effect.cached, Effect.runSync)
 
