@@ -73,7 +73,13 @@ for pkg, d in PACKAGES.items():
             continue
         m = re.match(r'export \* as (\w+) from "\./([\w/]+)\.js"', line)
         if m:
-            modules.append(m.group(2))
+            mod = m.group(2)
+            modules.append(mod)
+            # Idempotence: on a converted barrel, names still resolve to their module, except
+            # the module's own name, which from the root is the namespace.
+            for n in module_exports(os.path.join(d, "src", mod + ".ts")):
+                if n != os.path.basename(mod):
+                    names.setdefault(n, (mod, n))
             continue
         m = re.match(r'export (?:type )?\{([^}]*)\} from "\./([\w/]+)\.js"', line)
         if m:
