@@ -87,18 +87,20 @@ const makeServer = (plane: DataPlaneShape, principal: Principal, runtime: Runtim
   return server
 }
 
+const parseJson = (text: string): { readonly value: unknown } | undefined => {
+  try {
+    return { value: JSON.parse(text) as unknown }
+  } catch {
+    return undefined
+  }
+}
+
 /**
  * A `tools/call` whose `params` or `arguments` is not an object is the caller's mistake
  * (`-32602`); the SDK would report it as an internal error with its validator's dump.
  * Anything else (not JSON, another method, a batch) is left to the SDK.
  */
-const invalidToolCall = (body: string): HttpServerResponse.HttpServerResponse | undefined => {
-  let message: unknown
-  try {
-    message = JSON.parse(body)
-  } catch {
-    return undefined
-  }
+const invalidToolCall = (message: unknown): HttpServerResponse.HttpServerResponse | undefined => {
   if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
   const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
   if (method !== "tools/call") return undefined
@@ -142,7 +144,9 @@ export const McpRoutes = HttpLayerRouter.use(
 
       const runtime = yield* Effect.runtime<never>()
       const body = yield* request.text
-      const malformed = invalidToolCall(body)
+      // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
+      const parsed = parseJson(body)
+      const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)
       if (malformed !== undefined) return malformed
       const webRequest = new Request(new URL(request.url, settings.baseUrl), {
         method: "POST",
@@ -159,7 +163,7 @@ export const McpRoutes = HttpLayerRouter.use(
         })
         try {
           await server.connect(transport)
-          return await transport.handleRequest(webRequest)
+          return await transport.handleRequest(webRequest, parsed === undefined ? undefined : { parsedBody: parsed.value })
         } finally {
           await transport.close()
           await server.close()

@@ -1,0 +1,139 @@
+/**
+ * `npm run bench -- hostile`: how long the worst request we know of can hold the server.
+ * The server runs as `npm start` runs it, in its own process; while one hostile request
+ * at a time is in flight (each under the body limit: 40,000 malformed select entries,
+ * 450,000 invalid describe kinds, 10,000-deep nesting, 100,000 keys, a 1 MB string, on
+ * RPC, MCP and sync), a second connection polls `/health` and records its latency. The
+ * baseline is the same poll while ordinary requests of the same size run. Prints
+ * `hostile: worst_stall_ms=<n> baseline_ms=<n> worst=<request>` (target: under 50 ms).
+ */
+import { type ChildProcess, spawn } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { ConfigProvider, Effect } from "effect"
+import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
+import { accessScopes } from "@cairn/domain/AccessScope"
+import { Settings, settingsConfig } from "@cairn/server/Settings"
+import { freePort } from "@cairn/testkit/freePort"
+
+const ROUNDS = 3
+
+const waitHealthy = async (base: string) => {
+  for (let i = 0; i < 600; i++) {
+    try {
+      if ((await fetch(`${base}/health`)).ok) return
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100))
+  }
+  throw new Error("the server did not become healthy")
+}
+
+/** The worst `/health` latency observed while `work` runs, polling from its own connection. */
+const stallDuring = async (base: string, work: () => Promise<unknown>): Promise<number> => {
+  let running = true
+  let worst = 0
+  const poll = (async () => {
+    while (running) {
+      const start = performance.now()
+      await fetch(`${base}/health`).then((r) => r.arrayBuffer())
+      worst = Math.max(worst, performance.now() - start)
+      await new Promise((r) => setTimeout(r, 2))
+    }
+  })()
+  await work()
+  running = false
+  await poll
+  return worst
+}
+
+const rpcBody = (tag: string, payload: string) => `{"_tag":"Request","id":"1","tag":"${tag}","payload":${payload},"headers":[]}`
+const mcpBody = (tool: string, args: string) =>
+  `{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"${tool}","arguments":${args}}}`
+
+export const run = async () => {
+  const port = await Effect.runPromise(freePort())
+  const issuerPort = await Effect.runPromise(freePort())
+  const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-hostile-"))
+  const env = {
+    ...process.env,
+    CAIRN_PORT: String(port),
+    CAIRN_DATA_DIR: dataDir,
+    CAIRN_DEV_ISSUER_URL: `http://127.0.0.1:${issuerPort}`,
+    CAIRN_STAGE: "test"
+  }
+  const server: ChildProcess = spawn(process.execPath, ["--import", "tsx", "apps/server/src/main.ts"], { env, stdio: "ignore" })
+  const base = `http://127.0.0.1:${port}`
+  try {
+    await waitHealthy(base)
+    const config = ConfigProvider.fromMap(new Map(Object.entries(env).filter((e): e is [string, string] => e[1] !== undefined)))
+    const token = (resource: "db" | "mcp") =>
+      Effect.runPromise(
+        Effect.gen(function* () {
+          const settings = yield* settingsConfig
+          const dev = yield* devIssuer.pipe(Effect.provideService(Settings, settings))
+          return yield* signDevToken(dev, {
+            subject: "mallory",
+            audience: `${base}/${resource}`,
+            claims: { org: "acme" },
+            scope: accessScopes.join(" "),
+            ttlSeconds: 600
+          })
+        }).pipe(Effect.withConfigProvider(config), Effect.orDie)
+      )
+    const db = await token("db")
+    const mcp = await token("mcp")
+    const post = (path: string, bearer: string, body: string, type = "application/json") =>
+      fetch(`${base}${path}`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${bearer}`, "content-type": type, accept: "application/json, text/event-stream", "mcp-protocol-version": "2025-06-18" },
+        body
+      }).then(async (r) => {
+        // Read the start of the answer, then hang up (a sync stream stays open).
+        const reader = r.body!.getReader()
+        await reader.read()
+        await reader.cancel()
+      })
+
+    const malformedSelect = `{"query":{"version":1,"from":{"kind":"entity","name":"Task"},"select":{${Array.from({ length: 40_000 }, (_, i) => `"c${i}":{"pth":[1]}`).join(",")}}}}`
+    const kinds = `{"browse":{"kinds":[${Array.from({ length: 450_000 }, () => "0").join(",")}]}}`
+    const deep = `{"browse":${"[".repeat(10_000)}1${"]".repeat(10_000)}}`
+    const keys = `{"browse":{${Array.from({ length: 100_000 }, (_, i) => `"k${i}":0`).join(",")}}}`
+    const long = `{"search":"${"x".repeat(1_000_000)}"}`
+    const hostile: ReadonlyArray<readonly [string, () => Promise<unknown>]> = [
+      ["rpc-select-40k", () => post("/db/rpc", db, rpcBody("Query", malformedSelect))],
+      ["rpc-kinds-450k", () => post("/db/rpc", db, rpcBody("Describe", kinds))],
+      ["rpc-deep-10k", () => post("/db/rpc", db, rpcBody("Describe", deep))],
+      ["rpc-keys-100k", () => post("/db/rpc", db, rpcBody("Describe", keys))],
+      ["rpc-string-1mb", () => post("/db/rpc", db, rpcBody("Describe", long))],
+      ["mcp-select-40k", () => post("/mcp", mcp, mcpBody("query", malformedSelect))],
+      ["mcp-kinds-450k", () => post("/mcp", mcp, mcpBody("describe", kinds))],
+      ["mcp-deep-10k", () => post("/mcp", mcp, mcpBody("describe", deep))],
+      ["sync-deep-10k", () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${deep}}`) + "\n", "application/ndjson")],
+      ["sync-keys-100k", () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${keys}}`) + "\n", "application/ndjson")]
+    ]
+    // Ordinary requests of comparable size: a valid describe with a long search text.
+    const ordinary = `{"search":"${"task ".repeat(1_000)}"}`
+    let baseline = 0
+    const worst = new Map<string, number>()
+    for (let round = 0; round < ROUNDS; round++) {
+      baseline = Math.max(
+        baseline,
+        await stallDuring(base, async () => {
+          for (let i = 0; i < 20; i++) await post("/db/rpc", db, rpcBody("Describe", ordinary))
+        })
+      )
+      for (const [name, send] of hostile) worst.set(name, Math.max(worst.get(name) ?? 0, await stallDuring(base, send)))
+    }
+    const [worstName, worstMs] = [...worst].sort((a, b) => b[1] - a[1])[0]!
+    for (const [name, ms] of worst) console.log(`  ${name}: ${ms.toFixed(1)} ms`)
+    console.log(`hostile: worst_stall_ms=${worstMs.toFixed(1)} baseline_ms=${baseline.toFixed(1)} worst=${worstName}`)
+  } finally {
+    server.kill("SIGTERM")
+    await new Promise((r) => setTimeout(r, 500))
+    server.kill("SIGKILL")
+    rmSync(dataDir, { recursive: true, force: true })
+  }
+}
