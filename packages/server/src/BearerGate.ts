@@ -4,11 +4,12 @@
  * by the resource. It also words the engine's refusals for HTTP (403 insufficient scope,
  * 503 overloaded or unavailable), so every transport answers them identically.
  */
-import type { HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { accessScopes } from "@cairn/domain/AccessScope"
 import { type Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
 import { Correlation } from "./Correlation.js"
+import { corsHeaders, corsOriginsConfig, preflightHeaders } from "./CorsOrigins.js"
 import { Identity, type Resource } from "./Identity.js"
 import { frontError } from "./internal/frontError.js"
 import { foreignOrigin } from "./Loopback.js"
@@ -47,6 +48,7 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
   effect: Effect.gen(function* () {
     const identity = yield* Identity
     const { baseUrl } = yield* Settings
+    const corsOrigins = yield* corsOriginsConfig
 
     const oauth = (
       resource: Resource,
@@ -95,7 +97,12 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
         const principal = yield* identity
           .verify(token, resource)
           .pipe(Effect.catchAll((refused) => Effect.flip(oauth(resource, 401, refused.error, refused.description))))
-        const foreign = foreignOrigin(baseUrl, { host: request.headers["host"], origin: request.headers["origin"] })
+        const origin = request.headers["origin"]
+        // An origin on the operator's CORS allowlist is as good as our own.
+        const foreign = foreignOrigin(baseUrl, {
+          host: request.headers["host"],
+          origin: origin !== undefined && corsOrigins.has(origin) ? undefined : origin
+        })
         if (foreign !== undefined) {
           const requestId = yield* Correlation.id
           return yield* Effect.fail(frontError(403, { error: "forbidden", message: `Forbidden: ${foreign}`, requestId }))
@@ -128,6 +135,18 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
         return frontError(status, { error, message: refusal.message, requestId })
       })
 
-    return { authenticate, refuse } as const
+    /** CORS headers for an answer to `request` (empty unless its Origin is on the allowlist). */
+    const cors = (request: HttpServerRequest.HttpServerRequest) => corsHeaders(corsOrigins, request.headers["origin"])
+
+    /** The answer to a CORS preflight: 204 for an allowed origin, 403 (no CORS headers) for any other. */
+    const preflight = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.map(Correlation.id, (requestId) => {
+        const origin = request.headers["origin"]
+        return origin !== undefined && corsOrigins.has(origin)
+          ? HttpServerResponse.empty({ status: 204, headers: preflightHeaders(origin) })
+          : frontError(403, { error: "forbidden", message: "Requests from this Origin are not allowed (see CAIRN_CORS_ORIGINS).", requestId })
+      })
+
+    return { authenticate, refuse, cors, preflight } as const
   })
 }) {}

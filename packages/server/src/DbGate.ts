@@ -5,7 +5,7 @@
  * (`refuse`), and it answers them for the whole HTTP request: 403 for a missing scope,
  * 503 for an overloaded writer or an unavailable database.
  */
-import { HttpLayerRouter, HttpServerRequest } from "@effect/platform"
+import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { type PublicError } from "@cairn/domain/PublicError"
@@ -30,29 +30,36 @@ export const dbGate = (framing: Framing | undefined) =>
     Effect.gen(function* () {
       const gate = yield* BearerGate
       const limits = yield* Limits
-      return (httpEffect) =>
-        Effect.gen(function* () {
+      return (httpEffect) => {
+        const gated = (request: HttpServerRequest.HttpServerRequest) =>
+          Effect.gen(function* () {
+            const admitted = yield* Effect.either(gate.authenticate(request, "db"))
+            if (admitted._tag === "Left") return admitted.left
+            const principal = admitted.right
+            const requestId = yield* Correlation.id
+
+            // Read (and cache on the request) the body under the limit before the RPC layer.
+            const body = yield* request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)), Effect.either)
+            if (body._tag === "Left") {
+              return isTooLarge(body.left)
+                ? payloadTooLarge(requestId, limits.maxBodyBytes)
+                : frontError(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
+            }
+            if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+            const problem = framing === undefined ? undefined : envelopeProblem(body.right, framing)
+            if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
+
+            const exchange: Exchange["Type"] = { refusal: undefined }
+            const response = yield* httpEffect.pipe(Effect.provideService(CurrentPrincipal, principal), Effect.provideService(Exchange, exchange))
+            return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
+          })
+        return Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
-          const admitted = yield* Effect.either(gate.authenticate(request, "db"))
-          if (admitted._tag === "Left") return admitted.left
-          const principal = admitted.right
-          const requestId = yield* Correlation.id
-
-          // Read (and cache on the request) the body under the limit before the RPC layer.
-          const body = yield* request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)), Effect.either)
-          if (body._tag === "Left") {
-            return isTooLarge(body.left)
-              ? payloadTooLarge(requestId, limits.maxBodyBytes)
-              : frontError(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
-          }
-          if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
-          const problem = framing === undefined ? undefined : envelopeProblem(body.right, framing)
-          if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
-
-          const exchange: Exchange["Type"] = { refusal: undefined }
-          const response = yield* httpEffect.pipe(Effect.provideService(CurrentPrincipal, principal), Effect.provideService(Exchange, exchange))
-          return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
+          // A CORS preflight carries no token: it is answered before the gate, for allowed origins only.
+          if (request.method === "OPTIONS") return yield* gate.preflight(request)
+          return HttpServerResponse.setHeaders(yield* gated(request), gate.cors(request))
         })
+      }
     })
   )
 
