@@ -20,8 +20,26 @@ type Json = { [key: string]: unknown }
 const generatedDescription = /^(a|an) (string|array|integer|positive|number|non-negative)\b/
 
 /**
+ * Size constraints and closed-object markers the engine enforces anyway (with an error
+ * naming the place): left out of the published schema, so the tool list stays small
+ * whatever the catalog. The engine's strict decoding is the contract; this is the map.
+ */
+const enforcedByEngine = new Set(["minLength", "maxLength", "minItems", "maxItems", "exclusiveMinimum"])
+
+/** `anyOf` of bare types (`{type: "string"}`, ...) as one `type` list. */
+const mergeBareTypes = (node: Json): Json => {
+  const anyOf = node["anyOf"]
+  if (!Array.isArray(anyOf)) return node
+  const types = anyOf.map((a) => (a !== null && typeof a === "object" && Object.keys(a).length === 1 ? (a as Json)["type"] : undefined))
+  if (types.some((t) => typeof t !== "string")) return node
+  const { anyOf: _, ...rest } = node
+  return { ...rest, type: types }
+}
+
+/**
  * Drops generated titles and descriptions (they repeat the constraints beside them and
- * would only cost an agent tokens) and inlines every non-recursive definition.
+ * would only cost an agent tokens) and the constraints the engine enforces, and inlines
+ * every non-recursive definition.
  */
 const compact = (node: unknown, defs: Json, recursive: ReadonlySet<string>): unknown => {
   if (Array.isArray(node)) return node.map((n) => compact(n, defs, recursive))
@@ -37,9 +55,12 @@ const compact = (node: unknown, defs: Json, recursive: ReadonlySet<string>): unk
   }
   const out: Json = {}
   for (const [key, value] of Object.entries(obj)) {
-    if (key === "title" || key === "$schema" || key === "$id") continue
+    if (key === "title" || key === "$schema" || key === "$id" || enforcedByEngine.has(key)) continue
+    // A closed object is refused by the engine anyway; a map's value schema is kept.
+    if (key === "additionalProperties" && value === false) continue
     if (key === "description" && typeof value === "string" && generatedDescription.test(value)) continue
     if (key === "required" && Array.isArray(value) && value.length === 0) continue
+    if (key === "properties" && value !== null && typeof value === "object" && Object.keys(value).length === 0) continue
     // `properties` maps names to schemas: recurse into values, never treat names as keywords.
     if (key === "properties" && value !== null && typeof value === "object") {
       out[key] = Object.fromEntries(Object.entries(value as Json).map(([k, v]) => [k, compact(v, defs, recursive)]))
@@ -47,7 +68,7 @@ const compact = (node: unknown, defs: Json, recursive: ReadonlySet<string>): unk
     }
     out[key] = compact(value, defs, recursive)
   }
-  return out
+  return mergeBareTypes(out)
 }
 
 const refersTo = (node: unknown, name: string): boolean =>
@@ -76,26 +97,23 @@ export const inputSchemaOf = (
   } as Tool["inputSchema"]
 }
 
-const errorsLine = (codes: string) => `On failure the result has isError and {code, message, recovery}; ${codes}.`
+/** Every error carries its own recovery, so the descriptions do not repeat the codes. */
+const errorsLine = "Errors: isError with {code, message, recovery}; follow recovery."
+const ifCatalog = "catalogToken from describe; if stale: catalog_changed, nothing runs."
 
 const describeTool: Tool = {
   name: "describe",
   title: "Describe the catalog",
   description: [
-    "Discover what you may read and change. Start here.",
-    "Give exactly one of: browse {kinds: [\"entity\"|\"trait\"|\"operation\"]} to list cards;",
-    "search \"words\" to find definitions by name or description;",
-    "inspect [references] (exact refs from earlier cards) to get field, relationship, input and output schemas.",
+    "Start here: discover what you may read and change.",
+    "Give exactly one of: browse {kinds} to list cards; search \"words\"; inspect [exact refs from cards] for field, relationship, input and output schemas.",
     "Entities are records you query; operations are the only way to change data.",
-    "Every result has catalogToken: pass it as ifCatalog to query and mutate.",
-    "A cursor means more cards: repeat the request with page.after = cursor.",
-    errorsLine("invalid_query: fix the request; unknown_definition: browse or search again")
+    "Pass the result's catalogToken as ifCatalog to query and mutate. A cursor means more cards: repeat with page.after = cursor.",
+    errorsLine
   ].join(" "),
   inputSchema: inputSchemaOf(DescribeRequest, {
-    browse: "List cards of these definition kinds.",
-    search: "Words matched against names and descriptions.",
-    inspect: "Exact references from earlier results: {kind:\"entity\",name}, {kind:\"trait\",name} or {kind:\"operation\",owner:{kind:\"entity\",name},name}.",
-    page: "limit: cards per page; after: the cursor of the previous page."
+    inspect: "Refs from earlier results: {kind:\"entity\"|\"trait\",name} or {kind:\"operation\",owner:{kind:\"entity\",name},name}.",
+    page: "limit: cards per page; after: the previous cursor."
   }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false }
 }
@@ -104,19 +122,13 @@ const queryTool: Tool = {
   name: "query",
   title: "Query records",
   description: [
-    "Read records with one QueryDocumentV1. Inspect the entity with describe first.",
-    "query: {version: 1, from: {kind: \"entity\", name}, select: {column: {path: [field]}}, where?, order?: [{path, direction: \"asc\"|\"desc\"}], page?: {first, after}}.",
-    "A path is a field name, or to-one relationship names then a field, e.g. [\"project\", \"name\"]; \"id\" is every record's id.",
-    "where: {op, path, value} with op eq|ne|lt|lte|gt|gte|startsWith|contains; {op: in|notIn, path, value: [..]}; {op: isNull, path}; {op: and|or, filters: [..]}; {op: not, filter}.",
-    "Answers rows (keys = your select names), basis, and a cursor when more rows exist: send the same query with page.after = cursor.",
-    errorsLine(
-      "invalid_query: fix the document, never resend it unchanged; inaccessible: stop or ask the user for access; catalog_changed: call describe and rebuild; query_budget_exceeded: narrow select, paths, filters or page.first; unknown_definition: describe again"
-    )
+    "Read records with one QueryDocumentV1; inspect the entity with describe first.",
+    "A path is a field, or to-one relationship names then a field (e.g. [\"project\",\"name\"]); \"id\" is every record's id.",
+    "where is a filter tree (see the schema): comparisons on a path, in/notIn lists, isNull, and/or/not.",
+    "Answers rows (keyed by your select names), basis, and a cursor when more rows exist: resend with page.after = cursor.",
+    errorsLine
   ].join(" "),
-  inputSchema: inputSchemaOf(QueryRequest, {
-    ifCatalog: "catalogToken from describe; a stale token fails with catalog_changed instead of running.",
-    query: "The QueryDocumentV1."
-  }),
+  inputSchema: inputSchemaOf(QueryRequest, { ifCatalog }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false }
 }
 
@@ -125,20 +137,13 @@ const mutateTool: Tool = {
   title: "Invoke an operation",
   description: [
     "Change data by invoking exactly one operation; answers its durable receipt.",
-    "Inspect the operation with describe first: its input schema and whether it is targeted.",
-    "target {kind: \"entity\", entity, id} is required for targeted operations and omitted otherwise.",
-    "invocationId: a new UUIDv7 for each new intent. After a timeout or network error, resend the SAME request with the SAME invocationId:",
-    "you get the stored receipt, never a second effect.",
-    errorsLine(
-      "invalid_input: fix input from the published schema; operation_rejected: show the reason to the user, do not retry blindly; invocation_conflict: that invocationId was used for another intent, use a new one only for a new intent; inaccessible: stop or ask for access; catalog_changed: call describe and rebuild; unknown_definition: describe again"
-    )
+    "Inspect the operation with describe first: its input schema, and whether it is targeted (then target {kind: \"entity\", entity, id} is required).",
+    "invocationId: a new UUIDv7 per intent; after a timeout or network error resend the SAME request with the SAME id to get the stored receipt, never a second effect.",
+    errorsLine
   ].join(" "),
   inputSchema: inputSchemaOf(MutateRequest, {
-    ifCatalog: "catalogToken from describe; a stale token fails with catalog_changed instead of running.",
-    operation: "{kind: \"operation\", owner: {kind: \"entity\", name}, name} from describe.",
-    target: "The record a targeted operation acts on.",
-    input: "An object matching the operation's input schema.",
-    invocationId: "UUIDv7 naming this one intent."
+    ifCatalog,
+    input: "An object matching the operation's input schema."
   }),
   annotations: {
     readOnlyHint: false,

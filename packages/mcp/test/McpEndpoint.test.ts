@@ -232,7 +232,7 @@ describe("tools/list", () => {
       assert.strictEqual(bodies[0], bodies[1])
       const bytes = Buffer.byteLength(bodies[0]!)
       console.log(`tools/list: ${bytes} bytes (~${Math.round(bytes / 4)} tokens) for tracker and synthetic(500)`)
-      assert.isBelow(bytes, 12_000)
+      assert.isAtMost(bytes, 6_000)
     })
   )
 })
