@@ -160,15 +160,15 @@ layer(TestLive)("query errors", (it) => {
     // relationship to Project (Project is hidden), and the Label entity.
     const bare = Effect.gen(function* () {
       const { email: _, ...memberFields } = Member.fields
-      const { project: __, ...taskRelationships } = Task.relationships
+      // Project is hidden in the restricted view, so here it does not exist, nor any relationship to it.
+      const withoutProject = (e: (typeof tracker.entities)[number]) =>
+        Object.fromEntries(Object.entries(e.relationships).filter(([, r]) => r.target !== "Project"))
       const entities = tracker.entities
-        .filter((e) => e !== Label)
+        .filter((e) => e !== Label && e.name !== "Project")
         .map((e) =>
           e === Member
-            ? Entity.make("Member", { ...Member, fields: memberFields })
-            : e === Task
-              ? Entity.make("Task", { ...Task, relationships: taskRelationships })
-              : e
+            ? Entity.make("Member", { ...Member, fields: memberFields, relationships: withoutProject(e) })
+            : Entity.make(e.name, { ...e, relationships: withoutProject(e) })
         )
       return View.full(yield* compile(RootSchema.make("tracker", { traits: tracker.traits, entities })))
     })
@@ -197,6 +197,11 @@ layer(TestLive)("query errors", (it) => {
           assert.include(["inaccessible", "unknown_definition"], hidden.code)
           assert.strictEqual(body(hidden), body(missing), JSON.stringify(query))
         }
+        // The message names what the caller can use instead, and nothing hidden.
+        const typo = yield* failure(doc({ select: { e: { path: ["emial"] } } }, "Member"), { view: restricted })
+        assert.include(typo.message, "Fields you can use on Member: id, projectId, subject, role")
+        assert.notInclude(typo.message, "email")
+        assert.notInclude(typo.message, "project;")
         // And the same field answers normally where it is visible.
         const visible = yield* run(doc({ select: { e: { path: ["email"] } } }, "Member"))
         assert.deepStrictEqual(visible.rows, [{ e: "a@example.com" }])

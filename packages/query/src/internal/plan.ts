@@ -105,6 +105,19 @@ class Planner {
     readonly limits: QueryLimitsShape
   ) {}
 
+  /**
+   * What the caller can use on `entity`, so a typo can be fixed without a round trip; it
+   * names only what the caller sees, so a hidden name and a nonexistent one read alike.
+   */
+  usable(entity: string): string {
+    const compiled = this.view.entity(entity)
+    if (!compiled) return `Inspect ${entity} with describe to see its fields and relationships.`
+    const fields = ["id", ...this.view.fields(compiled).map((f) => f.name)]
+    const relationships = this.view.relationships(compiled).map((r) => r.name)
+    const list = (names: ReadonlyArray<string>) => (names.length > 40 ? `${names.slice(0, 40).join(", ")}, …` : names.join(", "))
+    return `Fields you can use on ${entity}: ${list(fields)}${relationships.length > 0 ? `; relationships: ${list(relationships)}` : ""}.`
+  }
+
   joinList(): ReadonlyArray<Join> {
     return [...this.joins.values()]
   }
@@ -126,7 +139,7 @@ class Planner {
     const hops: Array<CompiledRelationship> = []
     const unknown = (segment: string) =>
       new Inaccessible({
-        message: `${where}: the path ${JSON.stringify(path)} cannot be resolved: "${segment}" is not a field or relationship of ${current} that you can use. Inspect ${current} with describe to see its fields and relationships.`
+        message: `${where}: the path ${JSON.stringify(path)} cannot be resolved: "${segment}" is not a field or relationship of ${current} that you can use. ${this.usable(current)}`
       })
     for (const [i, segment] of path.entries()) {
       if (i === path.length - 1) {

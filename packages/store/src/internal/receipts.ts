@@ -16,7 +16,7 @@ export interface StoredReceipt {
 export const conflict = () =>
   new InvocationConflict({
     message:
-      "This invocationId was already used for a different intent (another operation, target or input). Repeat an intent only with its original invocationId; use a new one for a new intent."
+      "This invocationId was already used. Resend an intent only with the invocationId it was first sent with; use a new invocationId for a new intent."
   })
 
 export const answer = (
