@@ -81,6 +81,24 @@ describe("sync through the real server", () => {
       assert.strictEqual((yield* resumes) - resumesBefore, 1)
     }), 40_000)
 
+  it.scopedLive("a client pointed at a wrong URL or with a refused token fails at once, saying what it expected", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const token = yield* app.token({ sub: "alice", org: "acme" })
+      for (const [url, bearer, expected] of [
+        [`${app.base}/db/rpc`, token, "not a Cairn sync stream"],
+        [`${app.base}/health`, token, "HTTP 404"],
+        [`${app.base}/db/sync`, "not-a-token", "HTTP 401"]
+      ] as const) {
+        const rpc = yield* SyncClient.http({ url, token: Effect.succeed(bearer) })
+        const client = yield* SyncClient.make({ file: localFile("wrong"), scope: everything, rpc })
+        // The live loop (which retries network failures) gives up at once too: bounded by a timeout only as a safety net.
+        const error = yield* client.run.pipe(Effect.flip, Effect.timeoutFail({ duration: "20 seconds", onTimeout: () => new Error("hung") }))
+        assert.include(String((error as { cause?: unknown }).cause ?? error), expected, url)
+      }
+    })
+  )
+
   it.scopedLive("refuses a sync request without a token with 401 and WWW-Authenticate", () =>
     Effect.gen(function* () {
       const app = yield* startApp()

@@ -3,7 +3,7 @@
  * from disk, resumes from its durable cursor, follows resnapshot instructions by
  * discarding and refetching, and never uses data whose principal or database differs.
  */
-import { FetchHttpClient, HttpClient, HttpClientRequest } from "@effect/platform"
+import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
 import { RpcClient, type RpcClientError, RpcSerialization } from "@effect/rpc"
 import type { SqlError } from "@effect/sql"
 import { type PublicError } from "@cairn/domain/PublicError"
@@ -158,7 +158,8 @@ const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions)
   const run = lock
     .withPermits(1)(cycle(true))
     .pipe(
-      Effect.retry({ schedule: retry, while: (e) => e._tag === "RpcClientError" }),
+      // The network may come back; a wrong endpoint or a refused token will not.
+      Effect.retry({ schedule: retry, while: (e) => e._tag === "RpcClientError" && !isWrongEndpoint(e) }),
       // A live stream ends only when the server lets it go (a restart): reconnect after a pause.
       Effect.zipRight(Effect.sleep("1 second")),
       Effect.forever,
@@ -171,22 +172,53 @@ const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions)
 })
 
 export interface HttpOptions {
-  /** The sync RPC endpoint, e.g. `https://example.com/db/rpc`. */
+  /** The sync endpoint, e.g. `https://example.com/db/sync`. */
   readonly url: string
   /** The bearer token, read for every request so it can be refreshed. */
   readonly token: Effect.Effect<string>
 }
 
+/**
+ * An answer that is not a sync stream: a wrong URL (another route, another server), a
+ * refused token or a server error. Reported at once with what was expected, instead of
+ * waiting on a body that will never hold a sync message; the live loop does not retry it.
+ */
+const notSync = (response: HttpClientResponse.HttpClientResponse) => {
+  const type = response.headers["content-type"] ?? "no content type"
+  const description =
+    response.status >= 200 && response.status < 300
+      ? `${response.request.url} answered ${type}, not a Cairn sync stream (application/ndjson): check that the URL is the server's /db/sync`
+      : `${response.request.url} answered HTTP ${response.status}${response.status === 404 ? ": check that the URL is the server's /db/sync" : ""}`
+  return new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode", description })
+}
+
+const isSyncStream = (response: HttpClientResponse.HttpClientResponse) =>
+  response.status >= 200 && response.status < 300 && (response.headers["content-type"] ?? "").startsWith("application/ndjson")
+
+/** Whether a client error says the endpoint is wrong (not worth retrying), rather than the network failed. */
+export const isWrongEndpoint = (error: SyncClientError): boolean =>
+  error._tag === "RpcClientError" && error.cause instanceof HttpClientError.ResponseError
+
 /** The sync RPCs over streaming HTTP (NDJSON) with a bearer token. */
 const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>
   RpcClient.make(SyncRpcs).pipe(
     Effect.provide(
-      RpcClient.layerProtocolHttp({
-        url: options.url,
-        transformClient: HttpClient.mapRequestEffect((request) =>
-          Effect.map(options.token, (token) => HttpClientRequest.bearerToken(request, token))
-        )
-      }).pipe(Layer.provide([RpcSerialization.layerNdjson, FetchHttpClient.layer]))
+      RpcClient.layerProtocolHttp({ url: options.url }).pipe(
+        Layer.provide([
+          RpcSerialization.layerNdjson,
+          Layer.effect(
+            HttpClient.HttpClient,
+            Effect.map(HttpClient.HttpClient, (client) =>
+              client.pipe(
+                HttpClient.mapRequestEffect((request) => Effect.map(options.token, (token) => HttpClientRequest.bearerToken(request, token))),
+                HttpClient.transformResponse(
+                  Effect.flatMap((response) => (isSyncStream(response) ? Effect.succeed(response) : Effect.fail(notSync(response))))
+                )
+              )
+            )
+          ).pipe(Layer.provide(FetchHttpClient.layer))
+        ])
+      )
     )
   )
 
