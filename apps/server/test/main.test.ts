@@ -70,3 +70,61 @@ describe("npm start", () => {
     expect(signal === null ? code : signal).toBe(0)
   })
 })
+
+/** Runs `npm start` itself (npm, its shell, node) with `env`, collecting output until it exits or is told to stop. */
+const npmStart = (env: Record<string, string>) => {
+  const child = spawn("npm", ["start", "--silent"], { cwd: root, env: { ...process.env, ...env }, stdio: ["ignore", "pipe", "pipe"] })
+  let stdout = ""
+  let stderr = ""
+  child.stdout!.on("data", (d) => (stdout += d))
+  child.stderr!.on("data", (d) => (stderr += d))
+  return { child, stdout: () => stdout, stderr: () => stderr }
+}
+
+describe("startup", () => {
+  it("lists every settings problem at once, without a stack trace, and exits 2", async () => {
+    const run = npmStart({
+      CAIRN_DATA_DIR: mkdtempSync(join(tmpdir(), "cairn-main-")),
+      CAIRN_PORT: "not-a-port",
+      CAIRN_MAX_BODY_BYTES: "-1",
+      CAIRN_QUERY_MAX_PAGE_SIZE: "many",
+      CAIRN_CORS_ORIGINS: "https://app.example.com/path",
+      CAIRN_LOG_FORMAT: "xml"
+    })
+    const { code } = await exitOf(run.child)
+    expect(code).toBe(2)
+    const err = run.stderr()
+    expect(err).toContain("fix these 5 settings")
+    for (const name of ["CAIRN_PORT", "CAIRN_MAX_BODY_BYTES", "CAIRN_QUERY_MAX_PAGE_SIZE", "CAIRN_CORS_ORIGINS", "CAIRN_LOG_FORMAT"]) {
+      expect(err).toContain(name)
+    }
+    expect(err).not.toMatch(/\n\s+at /)
+    expect(run.stdout()).not.toContain("Cairn listening")
+  })
+
+  it("SIGTERM to npm start stops the server and leaves no process or port behind", async () => {
+    const port = await freePort()
+    const dataDir = mkdtempSync(join(tmpdir(), "cairn-main-"))
+    const run = npmStart({ CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_STAGE: "test", CAIRN_LOG_FORMAT: "json" })
+    for (let i = 0; i < 600 && !run.stdout().includes("Cairn listening on"); i++) await new Promise((r) => setTimeout(r, 50))
+    expect((await fetch(`http://127.0.0.1:${port}/health`)).status).toBe(200)
+    // CAIRN_LOG_FORMAT=json: every line is one JSON object.
+    for (const line of run.stdout().split("\n").filter((l) => l.trim() !== "")) expect(() => JSON.parse(line), line).not.toThrow()
+    const exited = exitOf(run.child)
+    run.child.kill("SIGTERM")
+    await exited
+    // Nothing answers on the port any more, and no process of this run is left.
+    await expect(fetch(`http://127.0.0.1:${port}/health`)).rejects.toThrow()
+    const { readdirSync, readFileSync } = await import("node:fs")
+    const leftovers = readdirSync("/proc")
+      .filter((pid) => /^\d+$/.test(pid))
+      .filter((pid) => {
+        try {
+          return readFileSync(`/proc/${pid}/environ`, "utf8").includes(`CAIRN_DATA_DIR=${dataDir}`)
+        } catch {
+          return false
+        }
+      })
+    expect(leftovers).toEqual([])
+  })
+})

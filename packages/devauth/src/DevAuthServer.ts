@@ -8,7 +8,7 @@ import { randomBytes } from "node:crypto"
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
-import Provider, { type Client, errors, type KoaContextWithOIDC } from "oidc-provider"
+import type { Client, KoaContextWithOIDC } from "oidc-provider"
 import { accessScopes } from "@cairn/domain/AccessScope"
 import { Config, Context, Data, Effect, Layer, Option } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
@@ -81,8 +81,28 @@ ${problem ? `<p role="alert"><strong>${escapeHtml(problem)}</strong></p>` : ""}
 </form>`
   )
 
+type OidcProvider = typeof import("oidc-provider")
+
+/**
+ * Loads oidc-provider only when a development authorization server starts (production
+ * assemblies never load it), and keeps its development-only console warnings (Node
+ * version, in-memory adapter, development keys) out of the operator's output: they are
+ * logged at debug level instead, once.
+ */
+const quietly = async <A>(load: () => A | Promise<A>): Promise<{ readonly value: A; readonly warnings: ReadonlyArray<string> }> => {
+  const warnings: Array<string> = []
+  const warn = console.warn
+  console.warn = (...args: ReadonlyArray<unknown>) => void warnings.push(args.map(String).join(" "))
+  try {
+    return { value: await load(), warnings }
+  } finally {
+    console.warn = warn
+  }
+}
+
 /** Builds the provider and its HTTP handler (the login pages in front of oidc-provider). */
-export const makeProvider = (options: DevAuthServerOptions) => {
+export const makeProvider = (oidc: OidcProvider, options: DevAuthServerOptions) => {
+  const { default: Provider, errors } = oidc
   const resources = new Set(options.resources)
   const chosen = new Map<string, Chosen>()
   const kid = options.signingKey.kid
@@ -213,7 +233,10 @@ export const makeProvider = (options: DevAuthServerOptions) => {
 /** Starts the server on the issuer's host and port for the lifetime of the scope. */
 export const make = (options: DevAuthServerOptions) =>
   Effect.gen(function* () {
-    const { handler } = makeProvider(options)
+    const oidc = yield* Effect.promise(() => quietly(() => import("oidc-provider") as Promise<OidcProvider>))
+    const built = yield* Effect.promise(() => quietly(() => makeProvider(oidc.value, options)))
+    yield* Effect.forEach([...oidc.warnings, ...built.warnings], (w) => Effect.logDebug(w), { discard: true })
+    const { handler } = built.value
     const url = new URL(options.issuer)
     const hostname = url.hostname.replace(/^\[|\]$/g, "")
     const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
@@ -236,7 +259,7 @@ export const make = (options: DevAuthServerOptions) =>
       issuer: options.issuer,
       url: `${url.protocol}//${url.hostname}:${address.port}`
     }
-    yield* Effect.logInfo(`Development authorization server at ${options.issuer} (development only: anyone can sign in as anyone)`)
+    yield* Effect.logDebug(`Development authorization server at ${options.issuer} (development only: anyone can sign in as anyone)`)
     return shape
   })
 

@@ -16,7 +16,7 @@ export const DevFallbackIssuer = Layer.effect(
     const context = yield* Effect.context<Settings>()
     const trusted = devIssuer.pipe(
       Effect.tap((dev) =>
-        Effect.logInfo(
+        Effect.logDebug(
           `Trusting the development issuer ${dev.issuer} (key in ${devKeyPath(settings.dataDir)}); mint a token with: npm run -s token -- --sub alice --org acme`
         )
       ),

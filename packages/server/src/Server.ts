@@ -5,7 +5,8 @@
 import { createServer } from "node:http"
 import { HttpLayerRouter, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
+import { Deployment } from "./Deployment.js"
 import { HealthRoute } from "./Health.js"
 import { Settings } from "./Settings.js"
 
@@ -18,7 +19,12 @@ const announce = Layer.effectDiscard(
     const settings = yield* Settings
     const server = yield* HttpServer.HttpServer
     const bound = server.address._tag === "TcpAddress" ? `${server.address.hostname}:${server.address.port}` : "unix socket"
-    yield* Effect.logInfo(`Cairn listening on ${settings.baseUrl} (bound ${bound})`)
+    const deployment = yield* Effect.serviceOption(Deployment)
+    const app = Option.match(deployment, {
+      onNone: () => "",
+      onSome: (d) => `; app ${d.root.name}; databases: ${d.database.name} by ${d.database.keyClaim}`
+    })
+    yield* Effect.logInfo(`Cairn listening on ${settings.baseUrl} (bound ${bound}; stage ${settings.stageSetting}${app})`)
   })
 )
 
