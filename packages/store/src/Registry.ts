@@ -68,23 +68,22 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     // A rollback journal in exclusive locking mode: the first write takes the file's exclusive
     // lock and the connection keeps it until it closes, or the process dies (SIGKILL included).
     // No busy wait: a second process fails at once instead of hanging its startup.
-    yield* Effect.orDie(sql.unsafe("PRAGMA busy_timeout = 0"))
-    yield* Effect.orDie(sql.unsafe("PRAGMA locking_mode = EXCLUSIVE"))
-    yield* Effect.orDie(sql.unsafe("PRAGMA synchronous = FULL"))
     const startedAt = yield* now
-    yield* sql
-      .withTransaction(
+    yield* Effect.gen(function* () {
+      yield* sql.unsafe("PRAGMA busy_timeout = 0")
+      yield* sql.unsafe("PRAGMA locking_mode = EXCLUSIVE")
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
+      yield* sql.withTransaction(
         Effect.gen(function* () {
           for (const statement of ddl) yield* sql.unsafe(statement)
           yield* sql`INSERT INTO cairn_holder ${sql.insert({ id: 1, pid: process.pid, started_at: startedAt })}
             ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at`
         })
       )
-      .pipe(
-        Effect.catchAll((error) =>
-          isBusy(error) ? Effect.fail(new DataDirectoryLocked({ directory, cause: error })) : Effect.die(error)
-        )
-      )
+    }).pipe(
+      // Even preparing a statement reads the schema, which the holder's lock forbids.
+      Effect.catchAll((error) => (isBusy(error) ? Effect.fail(new DataDirectoryLocked({ directory, cause: error })) : Effect.die(error)))
+    )
 
     const findById = SqlSchema.findOne({
       Request: Schema.String,
