@@ -182,18 +182,20 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           return yield* fault(id, "rolled_back", `its file ends at position ${position}, but ${entry.position} was committed`)
         }
         return position
-      }).pipe(
-        // A file SQLite cannot read is damaged, whatever the statement that found it.
-        Effect.catchAllCause((cause) =>
-          Cause.failureOption(cause).pipe(
-            Option.filter((e): e is StorageFault => e instanceof StorageFault),
-            Option.match({
-              onSome: Effect.fail,
-              onNone: () => Effect.fail(fault(id, "corrupt", `unreadable: ${String(Cause.squash(cause))}`))
-            })
-          )
-        )
-      )
+      }).pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+
+    /**
+     * A file SQLite reports as damaged or not a database is `corrupt`, whatever the statement that
+     * found it; any other failure (interruption, no file descriptors left) stays an ordinary one.
+     */
+    const damaged = <E>(id: DatabaseId, cause: Cause.Cause<E>): Effect.Effect<never, E | StorageFault> => {
+      const error = Cause.squash(cause)
+      const code = (e: unknown) => (e as { readonly code?: unknown } | undefined)?.code
+      const found = [code(error), code((error as { readonly cause?: unknown } | undefined)?.cause)].find((c) => typeof c === "string")
+      return typeof found === "string" && (found.startsWith("SQLITE_CORRUPT") || found === "SQLITE_NOTADB")
+        ? Effect.fail(fault(id, "corrupt", `unreadable: ${String(error)}`))
+        : Effect.failCause(cause)
+    }
 
     const openFile = (id: DatabaseId) =>
       Effect.gen(function* () {
@@ -213,9 +215,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         if (Option.isSome(registered)) {
           const entry = registered.value
           // Verified before the catalog is installed: nothing is written to a file that is not this database's.
-          sql = yield* opened.pipe(
-            Effect.catchAllCause((cause) => Effect.fail(fault(id, "corrupt", `cannot be opened: ${String(Cause.squash(cause))}`)))
-          )
+          sql = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
           const position = yield* verify(id, sql, entry)
           if (position > entry.position) yield* registry.advance(id, position)
           installId = entry.install_id
