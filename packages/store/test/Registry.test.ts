@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Logger, Metric, Option } from "effect"
 import { DatabaseKey } from "@cairn/domain"
-import { ActivationError, Databases, DataDirectoryLocked, databaseId, storageFaults } from "@cairn/store"
+import { ActivationError, Databases, DataDirectoryLocked, databaseId, mutate as mutateIn, storageFaults } from "@cairn/store"
 import { fullView, mutate, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
 const keyA = "org-acme"
@@ -61,6 +61,28 @@ describe("Registry", () => {
       assert.include(line!, `database=${databaseId(DatabaseKey.make(keyA))}`)
       assert.include(line!, "fault=rolled_back")
       assert.strictEqual(digest(file), restored, "the rolled-back file was written to")
+    }))
+
+  it.scoped("a file removed under an open database: the next group commit is refused (nothing acknowledged), then the database is `missing`", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const file = fileOf(dataDir, keyA)
+      yield* Effect.gen(function* () {
+        yield* create("before")
+        const before = yield* faultCount("missing")
+        const view = yield* fullView
+        // Held across the removal, as a request that activated just before it would.
+        const exit = yield* Effect.scoped(
+          Effect.gen(function* () {
+            const database = yield* Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(keyA)))
+            for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
+            return yield* Effect.exit(mutateIn({ view, principal: principal("alice", keyA), request: request("Note", "create", { title: "lost" }), database }))
+          })
+        )
+        assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause), "a write into a removed file was acknowledged")
+        assert.strictEqual((yield* faultCount("missing")) - before, 1)
+        assert.strictEqual((yield* activation(keyA)).fault, "missing")
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
     }))
 
   it.scoped("integrity_check on demand: ok for a healthy file", () =>
