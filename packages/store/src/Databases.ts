@@ -2,22 +2,26 @@
  * Activates per-database SQLite files: one file per database key (named by a digest
  * of the key), one write connection and one read-only connection per open file, kept
  * open while in use, closed when idle or when too many are open. Callers hold a
- * database for a scope.
+ * database for a scope. A database the `Registry` knows is verified before use and
+ * never recreated: a missing, emptied, damaged, swapped or rolled-back file is a `StorageFault`.
  */
-import { mkdirSync } from "node:fs"
+import { closeSync, mkdirSync, openSync, readSync, statSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, RcMap, type Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, Option, RcMap, type Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
-import { install } from "./Install.js"
+import { install, installIdOf } from "./Install.js"
+import { lastPosition } from "./Log.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
+import { type Registration, Registry } from "./Registry.js"
+import { type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
 import { StoreConfig } from "./StoreConfig.js"
 import * as Writer from "./Writer.js"
 
@@ -50,6 +54,8 @@ export interface Database {
 export class ActivationError extends Data.TaggedError("ActivationError")<{
   readonly databaseId: DatabaseId
   readonly cause: unknown
+  /** Set when the file is faulted (see `StorageFault`): nothing was recreated or overwritten. */
+  readonly fault?: FaultKind | undefined
 }> {
   override get message(): string {
     const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
@@ -69,12 +75,27 @@ export const openDatabases = Metric.gauge("cairn_databases_open", { description:
 
 type CloseReason = "idle" | "capacity" | "shutdown"
 
+/** The result of `Databases.check`: SQLite's `integrity_check` over the whole file. */
+export interface IntegrityReport {
+  readonly ok: boolean
+  readonly problems: ReadonlyArray<string>
+}
+
+const sqliteHeader = "SQLite format 3\u0000"
+
+/** Which file a path names: a file deleted or replaced under an open connection has another identity. */
+interface FileIdentity {
+  readonly dev: number
+  readonly ino: number
+}
+
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
     const config = yield* StoreConfig
     const operations = yield* OperationCatalog
     const guard = yield* MutationGuard
     const reactivity = yield* Reactivity.make
+    const registry = yield* Registry
     const directory = join(config.dataDir, "databases")
     yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
 
@@ -90,26 +111,158 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const evicting = new Set<DatabaseId>()
     let shuttingDown = false
     const gauge = Effect.suspend(() => Metric.set(openDatabases, opened.size))
+    /**
+     * Storage faults found by this process. A faulted database stays refused until restart:
+     * the operator repairs or restores its file with the server stopped, never under it.
+     */
+    const faults = new Map<DatabaseId, StorageFault>()
+    /** For each open database: its file is still the one it opened (checked on every activation). */
+    const guards = new Map<DatabaseId, Effect.Effect<void, StorageFault>>()
+
+    const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
+
+    /** Logged and counted once per database, whoever finds it (activation, a commit, a check). */
+    const report = (error: StorageFault) =>
+      Effect.suspend(() => {
+        const id = error.databaseId as DatabaseId
+        if (faults.has(id)) return Effect.void
+        faults.set(id, error)
+        return Effect.zipRight(
+          Metric.increment(Metric.tagged(storageFaults, "kind", error.kind)),
+          Effect.logError("storage fault", error.message).pipe(Effect.annotateLogs({ database: id, fault: error.kind }))
+        )
+      })
+
+    /** What is at `filename` before SQLite opens it (which would create a missing file or write an empty one). */
+    const inspect = (id: DatabaseId, filename: string): Effect.Effect<void, StorageFault> =>
+      Effect.suspend(() => {
+        const stat = statSync(filename, { throwIfNoEntry: false })
+        if (stat === undefined) return Effect.fail(fault(id, "missing", "its file does not exist"))
+        if (stat.size === 0) return Effect.fail(fault(id, "empty", "its file is empty"))
+        const header = Buffer.alloc(16)
+        const fd = openSync(filename, "r")
+        try {
+          readSync(fd, header, 0, 16, 0)
+        } finally {
+          closeSync(fd)
+        }
+        return header.toString("latin1") === sqliteHeader
+          ? Effect.void
+          : Effect.fail(fault(id, "corrupt", "its file is not a SQLite database"))
+      })
+
+    const identityOf = (filename: string): FileIdentity => {
+      const stat = statSync(filename)
+      return { dev: stat.dev, ino: stat.ino }
+    }
+
+    /** The open file is still at its path: not removed (with `databases/` or alone), replaced or truncated. */
+    const stillThere = (id: DatabaseId, filename: string, identity: FileIdentity): Effect.Effect<void, StorageFault> =>
+      Effect.suspend(() => {
+        const stat = statSync(filename, { throwIfNoEntry: false })
+        if (stat === undefined) return Effect.fail(fault(id, "missing", "its file was removed while open"))
+        if (stat.dev !== identity.dev || stat.ino !== identity.ino) return Effect.fail(fault(id, "missing", "its file was replaced while open"))
+        if (stat.size === 0) return Effect.fail(fault(id, "empty", "its file was truncated while open"))
+        return Effect.void
+      })
+
+    /** A registered file, once open: intact pages, its own install id, not behind its known position. */
+    const verify = (id: DatabaseId, sql: SqlClient.SqlClient, entry: Registration) =>
+      Effect.gen(function* () {
+        const checked = yield* sql.unsafe<{ readonly quick_check: string }>("PRAGMA quick_check")
+        const problems = checked.map((r) => r.quick_check).filter((p) => p !== "ok")
+        if (problems.length > 0) return yield* fault(id, "corrupt", `quick_check: ${problems.slice(0, 3).join("; ")}`)
+        const held = yield* installIdOf(sql)
+        if (Option.isNone(held)) return yield* fault(id, "foreign", "its file has no install record")
+        if (held.value !== entry.install_id) {
+          const owner = yield* registry.owner(held.value)
+          const whose = Option.isSome(owner) ? `database ${owner.value.id}` : "an unknown database"
+          return yield* fault(id, "foreign", `its file holds the install id of ${whose}`)
+        }
+        const position = yield* lastPosition(sql)
+        if (position < entry.position) {
+          return yield* fault(id, "rolled_back", `its file ends at position ${position}, but ${entry.position} was committed`)
+        }
+        return position
+      }).pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+
+    /**
+     * A file SQLite reports as damaged or not a database is `corrupt`, whatever the statement that
+     * found it; any other failure (interruption, no file descriptors left) stays an ordinary one.
+     */
+    const damaged = <E>(id: DatabaseId, cause: Cause.Cause<E>): Effect.Effect<never, E | StorageFault> => {
+      const error = Cause.squash(cause)
+      const code = (e: unknown) => (e as { readonly code?: unknown } | undefined)?.code
+      const found = [code(error), code((error as { readonly cause?: unknown } | undefined)?.cause)].find((c) => typeof c === "string")
+      return typeof found === "string" && (found.startsWith("SQLITE_CORRUPT") || found === "SQLITE_NOTADB")
+        ? Effect.fail(fault(id, "corrupt", `unreadable: ${String(error)}`))
+        : Effect.failCause(cause)
+    }
 
     const openFile = (id: DatabaseId) =>
       Effect.gen(function* () {
         const filename = join(directory, `${id}.sqlite`)
-        const sql = yield* SqliteClient.make({ filename })
-        yield* sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const installed = yield* install(sql, operations.catalog, id, now)
+        const registered = yield* registry.lookup(id)
+        if (Option.isSome(registered)) yield* inspect(id, filename)
+        // A database never registered is created here (its directory too, if it was removed).
+        else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+        const opened = Effect.gen(function* () {
+          const sql = yield* SqliteClient.make({ filename })
+          yield* sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
+          return sql
+        })
+        let sql: SqlClient.SqlClient
+        let installId: string
+        if (Option.isSome(registered)) {
+          const entry = registered.value
+          // Verified before the catalog is installed: nothing is written to a file that is not this database's.
+          sql = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+          const position = yield* verify(id, sql, entry)
+          if (position > entry.position) yield* registry.advance(id, position)
+          installId = entry.install_id
+        } else {
+          sql = yield* opened
+          // A file from before the registry (or one whose registration a crash cut short) is adopted,
+          // unless it is another registered database's file.
+          const held = yield* installIdOf(sql)
+          if (Option.isSome(held)) {
+            const owner = yield* registry.owner(held.value)
+            if (Option.isSome(owner) && owner.value.id !== id) {
+              return yield* fault(id, "foreign", `its file holds the install id of database ${owner.value.id}`)
+            }
+          }
+          installId = Option.getOrElse(held, () => crypto.randomUUID())
+        }
+        const installed = yield* install(sql, operations.catalog, id, now, installId)
+        if (Option.isNone(registered)) {
+          // Durable before the database is handed out, so before its first commit is acknowledged.
+          yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
+        }
+        const identity = identityOf(filename)
+        const guardFile = stillThere(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle.
         const reader = yield* SqliteClient.make({ filename, readonly: true })
+        // Added before the writer, so it runs after the writer has stopped: the exact last position.
+        let position: Effect.Effect<number> = Effect.succeed(0)
+        yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
         const writer = yield* Writer.make({
           databaseId: id,
           sql,
           operations,
           guard,
           queueLimit: config.writerQueueLimit,
-          maxBatch: config.groupCommitMaxBatch
+          maxBatch: config.groupCommitMaxBatch,
+          // One stat per group commit: a file removed or replaced under the writer is never acknowledged into.
+          beforeCommit: Effect.tapError(guardFile, (error) => faulted(error))
         })
-        const compact = Compaction.compact(writer, config.retainedCommits)
+        position = writer.position
+        const compact = Compaction.compact(writer, config.retainedCommits).pipe(
+          Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
+        )
         yield* Compaction.schedule(compact, config.compactEvery, id)
+        guards.set(id, guardFile)
+        yield* Effect.addFinalizer(() => Effect.sync(() => guards.delete(id)))
         const database: Database = {
           id,
           catalog: operations.catalog,
@@ -120,7 +273,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           committed: writer.committed,
           compact
         }
-        return { database, installed }
+        return { database, installed: installed.outcome }
       }).pipe(Effect.provideService(Reactivity.Reactivity, reactivity))
 
     /** Opens one database in the RcMap entry's scope; everything it opened closes with that scope. */
@@ -156,12 +309,17 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           })
         )
         const { database, installed } = yield* openFile(id).pipe(
-          Effect.catchAllCause((cause) =>
-            Effect.zipRight(
+          Effect.catchAllCause((cause) => {
+            const failure = Cause.failureOption(cause)
+            if (Option.isSome(failure) && failure.value instanceof StorageFault) {
+              const error = failure.value
+              return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))
+            }
+            return Effect.zipRight(
               Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id })),
               Effect.fail(new ActivationError({ databaseId: id, cause: Cause.squash(cause) }))
             )
-          )
+          })
         )
         activated = true
         opened.add(id)
@@ -174,6 +332,16 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     // RcMap's own `capacity` refuses a new key when full; ours closes the least recently
     // used idle databases instead and lets in-use ones exceed it, so it is enforced below.
     const databases = yield* RcMap.make({ lookup, idleTimeToLive: config.idleTimeout })
+
+    /** A fault found in an open database: reported, and the database closes once its users let go. */
+    const faulted = (error: StorageFault) =>
+      Effect.zipRight(
+        report(error),
+        // Forked: the writer's own fiber may find it, and closing the database waits for that fiber.
+        Effect.forkDaemon(RcMap.invalidate(databases, error.databaseId as DatabaseId))
+      )
+
+    const refuse = (id: DatabaseId, error: StorageFault) => new ActivationError({ databaseId: id, cause: error, fault: error.kind })
     // Added after the RcMap, so it runs before the RcMap closes every database.
     yield* Effect.addFinalizer(() => Effect.sync(() => (shuttingDown = true)))
 
@@ -218,6 +386,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      */
     const activate = Effect.fn("Databases.activate")(function* (databaseKey: DatabaseKey) {
       const id = databaseId(databaseKey)
+      const known = faults.get(id)
+      if (known) return yield* refuse(id, known)
       // Counted before the RcMap reference is taken and released after it is dropped, so
       // a database with users is never chosen for eviction.
       yield* Effect.acquireRelease(use(id), () => unuse(id))
@@ -225,14 +395,32 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // A failed activation is not kept: the next caller tries again.
         Effect.tapError(() => RcMap.invalidate(databases, id))
       )
+      // One stat: a file removed or replaced since it was opened is refused before anything is read or written.
+      const guardFile = guards.get(id)
+      if (guardFile) yield* Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error))))
       yield* evictOverCapacity
       return database
     })
 
+    /**
+     * SQLite's `integrity_check` over the whole file of `databaseKey` (slow on a large file: on
+     * demand, not at every open). Problems make it a storage fault (`corrupt`) like any other.
+     */
+    const check = Effect.fn("Databases.check")(function* (databaseKey: DatabaseKey) {
+      const database = yield* activate(databaseKey)
+      const rows = yield* Effect.orDie(database.reader.unsafe<{ readonly integrity_check: string }>("PRAGMA integrity_check"))
+      const problems = rows.map((r) => r.integrity_check).filter((p) => p !== "ok")
+      if (problems.length > 0) yield* faulted(fault(database.id, "corrupt", `integrity_check: ${problems.slice(0, 3).join("; ")}`))
+      return { ok: problems.length === 0, problems } satisfies IntegrityReport
+    }, Effect.scoped)
+
     return {
       activate,
+      check,
       /** Opaque ids of the open databases (for health and tests). */
       open: Effect.sync(() => [...opened])
     } as const
-  })
+  }),
+  // The registry is the data directory's lock: every assembly of the store takes it.
+  dependencies: [Registry.Default]
 }) {}

@@ -7,7 +7,7 @@
  * needs an explicit migration.
  */
 import { type SqlClient, SqlSchema } from "@effect/sql"
-import { Data, Effect, Schema } from "effect"
+import { Data, Effect, Option, Schema } from "effect"
 import { canonicalJson } from "@cairn/catalog/Digest"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import * as Layout from "./Layout.js"
@@ -39,7 +39,12 @@ export const Representation = Schema.Struct({ entities: Schema.Array(StoredEntit
 export type Representation = typeof Representation.Type
 
 /** The install record; `representation` stays text, compared as written before it is decoded. */
-const InstallRow = Schema.Struct({ root: Schema.String, catalog_token: Schema.String, representation: Schema.String })
+const InstallRow = Schema.Struct({
+  root: Schema.String,
+  catalog_token: Schema.String,
+  representation: Schema.String,
+  install_id: Schema.NullOr(Schema.String)
+})
 const decodeRepresentation = Schema.decodeUnknown(Schema.parseJson(Representation))
 
 export const representationOf = (catalog: Catalog): Representation => ({
@@ -97,30 +102,54 @@ export const plan = (installed: Representation, catalog: Catalog): Plan => {
   return { problems, statements }
 }
 
+/** The install id stored in a database file; `None` when it has no install record (or one from before install ids). */
+export const installIdOf = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const tables = yield* sql<{ readonly n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ${installTable}`
+    if (Number(tables[0]?.n ?? 0) === 0) return Option.none<string>()
+    if (!(yield* hasInstallId(sql))) return Option.none<string>()
+    const found = yield* SqlSchema.findOne({
+      Request: Schema.Void,
+      Result: Schema.Struct({ install_id: Schema.NullOr(Schema.String) }),
+      execute: () => sql`SELECT install_id FROM ${sql(installTable)} WHERE id = 1`
+    })(undefined)
+    return Option.flatMap(found, (row) => Option.fromNullable(row.install_id))
+  })
+
+const hasInstallId = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql<{ readonly n: number }>`SELECT count(*) AS n FROM pragma_table_info(${installTable}) WHERE name = 'install_id'`,
+    (rows) => Number(rows[0]?.n ?? 0) > 0
+  )
+
 /**
  * Creates the internal tables and installs or validates the catalog in one
  * transaction on the write connection. Fails with `IncompatibleCatalog` (rolled back,
- * nothing changed) when the catalog would reinterpret stored data.
+ * nothing changed) when the catalog would reinterpret stored data. A new file, or one
+ * from before install ids, gets `installId`; answers the install id the file holds.
  */
-export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: string, now: string) =>
+export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: string, now: string, installId: string) =>
   sql.withTransaction(
     Effect.gen(function* () {
       for (const statement of ddl) yield* sql.unsafe(statement)
+      if (!(yield* hasInstallId(sql))) yield* sql.unsafe(`ALTER TABLE ${installTable} ADD COLUMN install_id TEXT`)
       const found = yield* SqlSchema.findOne({
         Request: Schema.Void,
         Result: InstallRow,
-        execute: () => sql`SELECT root, catalog_token, representation FROM ${sql(installTable)} WHERE id = 1`
+        execute: () => sql`SELECT root, catalog_token, representation, install_id FROM ${sql(installTable)} WHERE id = 1`
       })(undefined)
       const representation = representationOf(catalog)
       if (found._tag === "None") {
         for (const statement of Layout.catalogDdl(catalog)) yield* sql.unsafe(statement)
         yield* sql.unsafe(
-          `INSERT INTO ${installTable} (id, root, catalog_token, fingerprint, representation, installed_at, updated_at) VALUES (1, ?, ?, ?, ?, ?, ?)`,
-          [catalog.name, catalog.token, catalog.fingerprint, canonicalJson(representation), now, now]
+          `INSERT INTO ${installTable} (id, root, catalog_token, fingerprint, representation, installed_at, updated_at, install_id) VALUES (1, ?, ?, ?, ?, ?, ?, ?)`,
+          [catalog.name, catalog.token, catalog.fingerprint, canonicalJson(representation), now, now, installId]
         )
-        return "installed" as const
+        return { outcome: "installed" as const, installId }
       }
       const current = found.value
+      const held = current.install_id ?? installId
+      if (current.install_id === null) yield* sql.unsafe(`UPDATE ${installTable} SET install_id = ? WHERE id = 1`, [installId])
       if (current.root !== catalog.name) {
         return yield* new IncompatibleCatalog({
           databaseId,
@@ -128,7 +157,7 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
         })
       }
       if (current.representation === canonicalJson(representation)) {
-        if (current.catalog_token === catalog.token) return "unchanged" as const
+        if (current.catalog_token === catalog.token) return { outcome: "unchanged" as const, installId: held }
       } else {
         const { problems, statements } = plan(yield* decodeRepresentation(current.representation), catalog)
         if (problems.length > 0) return yield* new IncompatibleCatalog({ databaseId, problems })
@@ -138,6 +167,6 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
         `UPDATE ${installTable} SET catalog_token = ?, fingerprint = ?, representation = ?, updated_at = ? WHERE id = 1`,
         [catalog.token, catalog.fingerprint, canonicalJson(representation), now]
       )
-      return "updated" as const
+      return { outcome: "updated" as const, installId: held }
     })
   )

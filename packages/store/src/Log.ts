@@ -1,7 +1,8 @@
 /**
  * The internal tables of a database file: `_cairn_commits`, the authoritative log
  * (one row per committed invocation, positions 1, 2, 3… without gaps), `_cairn_receipts`
- * (every decided intent by invocation id) and `_cairn_install` (the catalog installed).
+ * (every decided intent by invocation id) and `_cairn_install` (the catalog installed, and the
+ * file's install id: its identity, also held by the deployment's `Registry`).
  */
 import { type SqlClient, SqlSchema } from "@effect/sql"
 import { Effect, Schema } from "effect"
@@ -45,7 +46,8 @@ export const ddl: ReadonlyArray<string> = [
     fingerprint TEXT NOT NULL,
     representation TEXT NOT NULL,
     installed_at TEXT NOT NULL,
-    updated_at TEXT NOT NULL
+    updated_at TEXT NOT NULL,
+    install_id TEXT
   ) STRICT`,
   `CREATE TABLE IF NOT EXISTS ${commitsTable} (
     position INTEGER PRIMARY KEY,

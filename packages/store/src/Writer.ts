@@ -84,6 +84,12 @@ export interface WriterOptions {
   readonly guard: MutationGuardShape
   readonly queueLimit: number
   readonly maxBatch: number
+  /**
+   * Runs inside each group's transaction, just before it commits: a failure rolls the whole
+   * group back (its callers get a defect, nothing is acknowledged). The store checks here that
+   * the file it writes is still the database's file.
+   */
+  readonly beforeCommit?: Effect.Effect<void, unknown>
 }
 
 export const mutationsTotal = Metric.counter("cairn_mutations_total", {
@@ -286,6 +292,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         }
         if (commitRows.length > 0) yield* sql`INSERT INTO ${sql(commitsTable)} ${sql.insert(commitRows)}`
         if (receiptRows.length > 0) yield* sql`INSERT INTO ${sql(receiptsTable)} ${sql.insert(receiptRows)}`
+        if (options.beforeCommit) yield* options.beforeCommit
         return { answers, position, tally }
       }).pipe(sql.withTransaction)
 

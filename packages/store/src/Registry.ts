@@ -1,0 +1,124 @@
+/**
+ * The durable registry of the databases this deployment created (`registry.sqlite` in the
+ * data directory): each database's id, identity (install id), creation time and last known
+ * committed position. Its connection holds SQLite's exclusive lock for the process's
+ * lifetime, so it is also the data directory's lock: one Cairn process per directory.
+ */
+import { mkdirSync } from "node:fs"
+import { join } from "node:path"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import { SqlError, SqlSchema } from "@effect/sql"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Clock, Data, Effect, Option, Schema } from "effect"
+import { StoreConfig } from "./StoreConfig.js"
+
+/** Startup failure: another process (or another assembly in this one) holds the data directory. */
+export class DataDirectoryLocked extends Data.TaggedError("DataDirectoryLocked")<{
+  readonly directory: string
+  readonly cause: unknown
+}> {
+  override get message(): string {
+    return `another Cairn process is using ${this.directory} (its registry.sqlite is locked); stop it, or give this one another CAIRN_DATA_DIR`
+  }
+}
+
+/** One registered database. */
+export const Registration = Schema.Struct({
+  id: Schema.String,
+  /** Random, also stored in the database's own install record: a swapped file is detected. */
+  install_id: Schema.String,
+  created_at: Schema.String,
+  /** A lower bound of its committed position: a file behind it was rolled back. */
+  position: Schema.Number
+})
+export type Registration = typeof Registration.Type
+
+const table = "cairn_databases"
+
+const ddl = [
+  `CREATE TABLE IF NOT EXISTS ${table} (
+    id TEXT PRIMARY KEY NOT NULL,
+    install_id TEXT NOT NULL UNIQUE,
+    created_at TEXT NOT NULL,
+    position INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+  ) STRICT, WITHOUT ROWID`,
+  // The process holding the directory, for the operator (the lock itself is SQLite's).
+  `CREATE TABLE IF NOT EXISTS cairn_holder (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    pid INTEGER NOT NULL,
+    started_at TEXT NOT NULL
+  ) STRICT`
+]
+
+const isBusy = (error: SqlError.SqlError) => {
+  const code = (error.cause as { readonly code?: unknown } | undefined)?.code
+  return code === "SQLITE_BUSY" || code === "SQLITE_LOCKED"
+}
+
+export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry", {
+  scoped: Effect.gen(function* () {
+    const config = yield* StoreConfig
+    const directory = config.dataDir
+    yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+    const sql = yield* SqliteClient.make({ filename: join(directory, "registry.sqlite"), disableWAL: true }).pipe(
+      Effect.provide(Reactivity.layer)
+    )
+    const now = Effect.map(Clock.currentTimeMillis, (ms) => new Date(ms).toISOString())
+    // A rollback journal in exclusive locking mode: the first write takes the file's exclusive
+    // lock and the connection keeps it until it closes, or the process dies (SIGKILL included).
+    // No busy wait: a second process fails at once instead of hanging its startup.
+    const startedAt = yield* now
+    yield* Effect.gen(function* () {
+      yield* sql.unsafe("PRAGMA busy_timeout = 0")
+      yield* sql.unsafe("PRAGMA locking_mode = EXCLUSIVE")
+      yield* sql.unsafe("PRAGMA synchronous = FULL")
+      yield* sql.withTransaction(
+        Effect.gen(function* () {
+          for (const statement of ddl) yield* sql.unsafe(statement)
+          yield* sql`INSERT INTO cairn_holder ${sql.insert({ id: 1, pid: process.pid, started_at: startedAt })}
+            ON CONFLICT (id) DO UPDATE SET pid = excluded.pid, started_at = excluded.started_at`
+        })
+      )
+    }).pipe(
+      // Even preparing a statement reads the schema, which the holder's lock forbids.
+      Effect.catchAll((error) => (isBusy(error) ? Effect.fail(new DataDirectoryLocked({ directory, cause: error })) : Effect.die(error)))
+    )
+
+    const findById = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Registration,
+      execute: (id) => sql`SELECT id, install_id, created_at, position FROM ${sql(table)} WHERE id = ${id}`
+    })
+    const findByInstall = SqlSchema.findOne({
+      Request: Schema.String,
+      Result: Registration,
+      execute: (installId) => sql`SELECT id, install_id, created_at, position FROM ${sql(table)} WHERE install_id = ${installId}`
+    })
+    const insert = SqlSchema.void({
+      Request: Schema.Struct({ ...Registration.fields, updated_at: Schema.String }),
+      execute: (row) => sql`INSERT INTO ${sql(table)} ${sql.insert(row)}`
+    })
+    const raise = SqlSchema.void({
+      Request: Schema.Struct({ id: Schema.String, position: Schema.Number, updated_at: Schema.String }),
+      execute: (r) =>
+        sql`UPDATE ${sql(table)} SET position = ${r.position}, updated_at = ${r.updated_at} WHERE id = ${r.id} AND position < ${r.position}`
+    })
+
+    /** The registered database `id`, if this deployment created it. */
+    const lookup = (id: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findById(id))
+
+    /** The database holding `installId`, if any (a file of another database carries its id). */
+    const owner = (installId: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findByInstall(installId))
+
+    /** Registers a new database durably (synchronous FULL) before its first commit can be acknowledged. */
+    const register = (entry: Registration): Effect.Effect<void> =>
+      Effect.flatMap(now, (updated_at) => sql.withTransaction(insert({ ...entry, updated_at }))).pipe(Effect.orDie)
+
+    /** Raises the last known committed position of `id` (never lowers it). */
+    const advance = (id: string, position: number): Effect.Effect<void> =>
+      Effect.flatMap(now, (updated_at) => raise({ id, position, updated_at })).pipe(Effect.orDie)
+
+    return { directory, lookup, owner, register, advance } as const
+  })
+}) {}
