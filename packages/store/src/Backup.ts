@@ -11,7 +11,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Clock, Data, Effect, Option, Schema } from "effect"
-import { fsyncFile, publish, sha256File, tempNameFor, writeAtomically } from "./internal/files.js"
+import { createOnce, fsyncFile, publish, sha256File, tempNameFor, writeAtomically } from "./internal/files.js"
 import { commitsTable, installTable } from "./Log.js"
 
 /** What a backup says about itself; read back through `Schema`, never cast. */
@@ -75,7 +75,7 @@ export const deploymentIdOf = (dataDir: string): Effect.Effect<string> =>
     const path = join(dataDir, "deployment-id")
     if (!existsSync(path)) {
       mkdirSync(dataDir, { recursive: true })
-      writeAtomically(path, `${randomUUID()}\n`)
+      createOnce(path, `${randomUUID()}\n`)
     }
     return readFileSync(path, "utf8").trim()
   })

@@ -215,7 +215,11 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
       if (options.to !== undefined) {
         const path = options.log ?? (existsSync(destination) ? destination : newest.path)
         if (!existsSync(path)) return yield* refuse(`no log at ${path}`)
-        const isBackup = found.some((f) => f.path === path)
+        const asBackup = found.find((f) => f.path === path)
+        if (asBackup && (yield* Effect.try({ try: () => sha256File(path), catch: fault("cannot read the log") })) !== asBackup.manifest.sha256) {
+          return yield* refuse(`the backup file ${asBackup.manifest.file} (the log to replay from) does not match its manifest: it is partial or damaged`)
+        }
+        const isBackup = asBackup !== undefined
         const client = yield* SqliteClient.make({ filename: path, readonly: true, ...(isBackup ? { disableWAL: true } : {}) })
         log = openLog(client)
         if ("position" in options.to) target = options.to.position

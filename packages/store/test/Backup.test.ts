@@ -253,6 +253,13 @@ describe("backup and restore", () => {
         yield* checkRestored(fresh, key, live, acks, target)
       }
 
+      // Without a live file, the newest backup is the later log.
+      const viaBackup = yield* tempDir
+      const fromBackup = yield* Restore.restore({ from: backups, dataDir: viaBackup, databaseId: id, deploymentId, catalog, to: { position: first.position + 5 } })
+      assert.strictEqual(fromBackup.manifest.file, first.file)
+      assert.strictEqual(fromBackup.replayed, 5)
+      yield* checkRestored(viaBackup, key, live, acks, first.position + 5)
+
       // To a time: the last commit made at or before it (here: mid-way between the two backups).
       const atTime = yield* tempDir
       const time = new Date(Date.parse(live[first.position]!.committedAt) + 30_000).toISOString()
@@ -276,6 +283,13 @@ describe("backup and restore", () => {
       const inPlace = yield* Restore.restore({ from: backups, dataDir, databaseId: id, deploymentId, catalog, to: { position: first.position + 3 }, force: true })
       assert.isTrue(inPlace.replaced !== undefined && existsSync(inPlace.replaced))
       yield* checkRestored(dataDir, key, live, acks, first.position + 3)
+
+      // The restored database goes on with a history of its own: the second backup no longer continues its log.
+      yield* workload(200, 2 * (second.position - first.position), [], []).pipe(Effect.provide(storeLayer({ dataDir })))
+      const diverged = yield* refusal(
+        Restore.restore({ from: backups, dataDir: yield* tempDir, databaseId: id, deploymentId, catalog, to: { position: second.position + 1 }, log: liveFile })
+      )
+      assert.include(diverged, `the log's commit ${second.position} is not the backup's: they are of different histories`)
     }), { timeout: 120_000 })
 
   it.scoped("refuses to replay commits whose change images were compacted away", () =>

@@ -3,7 +3,7 @@
  * rename survives power loss), sha256 of a file, and writes that appear whole or not at all.
  */
 import { createHash, randomUUID } from "node:crypto"
-import { closeSync, fsyncSync, openSync, readSync, renameSync, writeFileSync } from "node:fs"
+import { closeSync, fsyncSync, linkSync, openSync, readSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 
 export const fsyncFile = (path: string): void => {
@@ -56,4 +56,22 @@ export const writeAtomically = (path: string, text: string): void => {
   const temp = tempNameFor(path)
   writeFileSync(temp, text)
   publish(temp, path)
+}
+
+/**
+ * Creates `path` holding `text` unless it exists (a hard link fails then): whole or not at
+ * all, and of two concurrent creators exactly one wins.
+ */
+export const createOnce = (path: string, text: string): void => {
+  const temp = tempNameFor(path)
+  writeFileSync(temp, text)
+  try {
+    fsyncFile(temp)
+    linkSync(temp, path)
+    fsyncDirectory(dirname(path))
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error
+  } finally {
+    rmSync(temp, { force: true })
+  }
 }
