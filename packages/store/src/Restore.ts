@@ -9,7 +9,7 @@ import { dirname } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Clock, Context, Data, Effect, Option, Schema } from "effect"
+import { Clock, Context, Data, Effect, Exit, Option, Schema, Scope } from "effect"
 import { canonicalJson, type Catalog } from "@cairn/catalog"
 import * as Backup from "./Backup.js"
 import { install } from "./Install.js"
@@ -212,6 +212,9 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
       let log: Log | undefined
       let target: number | undefined
       let time: string | null = null
+      // The log's connection closes before any file is moved: it may be the file being replaced.
+      const logScope = yield* Scope.make()
+      yield* Effect.addFinalizer(() => Scope.close(logScope, Exit.void))
       if (options.to !== undefined) {
         const path = options.log ?? (existsSync(destination) ? destination : newest.path)
         if (!existsSync(path)) return yield* refuse(`no log at ${path}`)
@@ -220,7 +223,9 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
           return yield* refuse(`the backup file ${asBackup.manifest.file} (the log to replay from) does not match its manifest: it is partial or damaged`)
         }
         const isBackup = asBackup !== undefined
-        const client = yield* SqliteClient.make({ filename: path, readonly: true, ...(isBackup ? { disableWAL: true } : {}) })
+        const client = yield* SqliteClient.make({ filename: path, readonly: true, ...(isBackup ? { disableWAL: true } : {}) }).pipe(
+          Scope.extend(logScope)
+        )
         log = openLog(client)
         if ("position" in options.to) target = options.to.position
         else {
@@ -288,6 +293,7 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
           return n
         })
       )
+      yield* Scope.close(logScope, Exit.void)
       const replaced = yield* Effect.try({
         try: () => {
           fsyncFile(temp)
