@@ -105,6 +105,12 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
         sql`UPDATE ${sql(table)} SET position = ${r.position}, updated_at = ${r.updated_at} WHERE id = ${r.id} AND position < ${r.position}`
     })
 
+    const replace = SqlSchema.void({
+      Request: Schema.Struct({ ...Registration.fields, updated_at: Schema.String }),
+      execute: (row) =>
+        sql`INSERT INTO ${sql(table)} ${sql.insert(row)} ON CONFLICT (id) DO UPDATE SET install_id = excluded.install_id, position = excluded.position, updated_at = excluded.updated_at`
+    })
+
     /** The registered database `id`, if this deployment created it. */
     const lookup = (id: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findById(id))
 
@@ -119,6 +125,13 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     const advance = (id: string, position: number): Effect.Effect<void> =>
       Effect.flatMap(now, (updated_at) => raise({ id, position, updated_at })).pipe(Effect.orDie)
 
-    return { directory, lookup, owner, register, advance } as const
+    /**
+     * An operator's restore: database `entry.id` is now the restored file, with its install id
+     * and its position (lowered on purpose, the one case that may lower it).
+     */
+    const restored = (entry: Registration): Effect.Effect<void> =>
+      Effect.flatMap(now, (updated_at) => sql.withTransaction(replace({ ...entry, updated_at }))).pipe(Effect.orDie)
+
+    return { directory, lookup, owner, register, advance, restored } as const
   })
 }) {}

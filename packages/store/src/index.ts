@@ -1,6 +1,8 @@
 export * as Layout from "./Layout.js"
 export * as Position from "./Position.js"
 export * as Compaction from "./Compaction.js"
+export * as Backup from "./Backup.js"
+export * as Restore from "./Restore.js"
 export * as Databases from "./Databases.js"
 export * as Handler from "./Handler.js"
 export * as Handlers from "./Handlers.js"
