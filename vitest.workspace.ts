@@ -4,6 +4,11 @@
 import { existsSync, readdirSync } from "node:fs"
 import { defineWorkspace } from "vitest/config"
 
+// Workspace packages resolve to their TypeScript sources through the "@cairn/source" export
+// condition (their default condition is the published build in dist/). Child processes the tests
+// spawn get the same condition from NODE_OPTIONS (.npmrc's node-options, set by npm and npx).
+const conditions = ["@cairn/source", "module", "node", "development|production"]
+
 const roots = [
   ...readdirSync("packages").map((p) => `packages/${p}`),
   ...readdirSync("apps").map((p) => `apps/${p}`),
@@ -12,6 +17,8 @@ const roots = [
 
 export default defineWorkspace(
   roots.map((root) => ({
+    resolve: { conditions },
+    ssr: { resolve: { conditions } },
     test: {
       name: root,
       root,

@@ -62,7 +62,7 @@ for pkg, d in PACKAGES.items():
     modules = []
     for line in index.splitlines():
         line = line.strip()
-        if not line:
+        if not line or line.startswith(("/*", "*", "//")):
             continue
         m = re.match(r'export \* from "\./([\w/]+)\.js"', line)
         if m:
@@ -97,7 +97,8 @@ for pkg, d in PACKAGES.items():
     # The barrel: one namespace per module, in the order first seen.
     ordered = list(dict.fromkeys(modules))
     barrel = "".join(f'export * as {os.path.basename(m)} from "./{m}.js"\n' for m in ordered)
-    open(index_path, "w").write(barrel)
+    head = re.match(r"\s*(/\*\*.*?\*/\n)", index, re.S)
+    open(index_path, "w").write((head.group(1) if head else "") + barrel)
     NAMES[pkg] = names
     NAMESPACES[pkg] = {os.path.basename(m) for m in ordered}
 
