@@ -147,7 +147,7 @@ const runTokenScript = (args: ReadonlyArray<string>, env: Record<string, string>
   Effect.async<{ code: number; stdout: string; stderr: string }>((resume) => {
     execFile(
       process.execPath,
-      ["--import", "tsx", "scripts/token.ts", ...args],
+      ["--conditions=@cairn/source", "--import", "tsx", "scripts/token.ts", ...args],
       { cwd: root, env: { PATH: process.env["PATH"] ?? "", HOME: process.env["HOME"] ?? "", ...env }, timeout: 60_000 },
       (error, stdout, stderr) => resume(Effect.succeed({ code: error ? ((error as { code?: number }).code ?? 1) : 0, stdout, stderr }))
     )
