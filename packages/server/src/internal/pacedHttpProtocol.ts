@@ -4,9 +4,11 @@
  * unbounded mailbox, so a stream whose reader stopped reading buffers without limit. Here
  * each HTTP exchange counts the bytes it holds (queued, or handed to the socket and not yet
  * drained), and a streaming handler wrapped in `paced` pulls its next element only while
- * that count is within the bound, ending cleanly when it stays above it too long.
+ * that count is within the bound, ending cleanly when it stays above it too long (and
+ * the exchange's socket is destroyed if it still has not drained `stallMs` later).
  */
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 
@@ -22,6 +24,8 @@ interface Flow {
   held: number
   /** Open while `held` is within the bound. */
   readonly room: Effect.Latch
+  /** A stream of the exchange ended on a stall: the exchange gets `stallMs` more to drain, then its socket is closed. */
+  readonly stalled: Effect.Effect<void>
 }
 
 export interface PacedProtocol {
@@ -67,7 +71,22 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const id = nextId++
       const mailbox = yield* Mailbox.make<Uint8Array>()
       const parser = serialization.unsafeMake()
-      const flow: Flow = { held: 0, room: yield* Effect.makeLatch(true) }
+      let abandoning = false
+      const flow: Flow = {
+        held: 0,
+        room: yield* Effect.makeLatch(true),
+        // A reader that never drains (gone without a FIN, or paused for good) must not pin what
+        // the exchange holds: the socket is destroyed, which ends the exchange and frees it.
+        stalled: Effect.suspend(() => {
+          if (abandoning) return Effect.void
+          abandoning = true
+          return Effect.sleep(options.stallMs).pipe(
+            Effect.zipRight(Effect.sync(() => (flow.held > 0 ? NodeHttpServerRequest.toServerResponse(request).destroy() : undefined))),
+            Effect.forkIn(scope),
+            Effect.asVoid
+          )
+        })
+      }
 
       const offer = (encoded: Uint8Array | string) => {
         const bytes = typeof encoded === "string" ? encoder.encode(encoded) : encoded
@@ -169,11 +188,13 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       return Effect.timeoutTo(wait, { duration: options.stallMs, onSuccess: () => true, onTimeout: () => false })
     }
 
+    const stalled = (clientId: number) => Effect.suspend(() => clients.get(clientId)?.flow.stalled ?? Effect.void)
+
     const paced = <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
       Stream.unwrapScoped(
         Effect.map(Stream.toPull(stream), (pull) =>
           Stream.repeatEffectChunkOption(
-            Effect.flatMap(awaitRoom(clientId), (room) => (room ? pull : Effect.fail(Option.none())))
+            Effect.flatMap(awaitRoom(clientId), (room) => (room ? pull : Effect.zipRight(stalled(clientId), Effect.fail(Option.none()))))
           )
         )
       )
