@@ -67,7 +67,9 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const request = yield* HttpServerRequest.HttpServerRequest
       const scope = yield* Effect.scope
       const requestHeaders = Object.entries(request.headers)
-      const data = yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : request.text)
+      const data = yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(
+        isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : request.text
+      )
       const id = nextId++
       const mailbox = yield* Mailbox.make<Uint8Array>()
       const parser = serialization.unsafeMake()
@@ -81,7 +83,11 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
           if (abandoning) return Effect.void
           abandoning = true
           return Effect.sleep(options.stallMs).pipe(
-            Effect.zipRight(Effect.sync(() => (flow.held > 0 ? NodeHttpServerRequest.toServerResponse(request).destroy() : undefined))),
+            Effect.zipRight(
+              Effect.sync(() => {
+                if (flow.held > 0) NodeHttpServerRequest.toServerResponse(request)?.destroy()
+              })
+            ),
             Effect.forkIn(scope),
             Effect.asVoid
           )
