@@ -1,7 +1,7 @@
 /**
- * The front's request limits: the largest accepted body and the overall time one
- * request may take. Both are operator settings (`CAIRN_MAX_BODY_BYTES`,
- * `CAIRN_REQUEST_TIMEOUT_MS`) with defaults that protect a multi-tenant deployment.
+ * The front's request limits: the largest accepted body, the overall time one request
+ * may take, and how far a streamed sync answer may run ahead of its reader. All are
+ * operator settings with defaults that protect a multi-tenant deployment.
  */
 import { Config, Context, Layer } from "effect"
 
@@ -10,19 +10,36 @@ export interface LimitsShape {
   readonly maxBodyBytes: number
   /** Overall time one request may take before it is abandoned, in milliseconds. */
   readonly requestTimeoutMs: number
+  /**
+   * Most bytes of one `/db/sync` answer written but not yet taken by the caller's socket:
+   * past it, the stream produces nothing more until the socket drains.
+   */
+  readonly syncStreamBufferBytes: number
+  /**
+   * How long a sync stream may stay past its buffer bound before it is closed; the caller
+   * resumes from the last checkpoint it received.
+   */
+  readonly syncStreamStallMs: number
 }
 
-export const defaultLimits: LimitsShape = { maxBodyBytes: 1024 * 1024, requestTimeoutMs: 30_000 }
+export const defaultLimits: LimitsShape = {
+  maxBodyBytes: 1024 * 1024,
+  requestTimeoutMs: 30_000,
+  syncStreamBufferBytes: 4 * 1024 * 1024,
+  syncStreamStallMs: 30_000
+}
+
+const positive = (name: string, fallback: number, unit: string) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 })
+  )
 
 export const limitsConfig: Config.Config<LimitsShape> = Config.all({
-  maxBodyBytes: Config.integer("CAIRN_MAX_BODY_BYTES").pipe(
-    Config.withDefault(defaultLimits.maxBodyBytes),
-    Config.validate({ message: "CAIRN_MAX_BODY_BYTES must be a positive number of bytes", validation: (n) => n > 0 })
-  ),
-  requestTimeoutMs: Config.integer("CAIRN_REQUEST_TIMEOUT_MS").pipe(
-    Config.withDefault(defaultLimits.requestTimeoutMs),
-    Config.validate({ message: "CAIRN_REQUEST_TIMEOUT_MS must be a positive number of milliseconds", validation: (n) => n > 0 })
-  )
+  maxBodyBytes: positive("CAIRN_MAX_BODY_BYTES", defaultLimits.maxBodyBytes, "bytes"),
+  requestTimeoutMs: positive("CAIRN_REQUEST_TIMEOUT_MS", defaultLimits.requestTimeoutMs, "milliseconds"),
+  syncStreamBufferBytes: positive("CAIRN_SYNC_STREAM_BUFFER_BYTES", defaultLimits.syncStreamBufferBytes, "bytes"),
+  syncStreamStallMs: positive("CAIRN_SYNC_STREAM_STALL_MS", defaultLimits.syncStreamStallMs, "milliseconds")
 })
 
 export class Limits extends Context.Tag("@cairn/server/Limits")<Limits, LimitsShape>() {

@@ -3,30 +3,53 @@
  * framing, so each batch reaches the client as it is produced, behind the same `/db`
  * gate as `/db/rpc`. The handlers only pass the principal and the raw payload to the
  * `DataPlane`. A changes stream stays open as long as the client listens (the front's
- * request timeout bounds only the time to the first batch).
+ * request timeout bounds only the time to the first batch), and produces its next batch
+ * only while the bytes its reader has not taken yet are within `syncStreamBufferBytes`;
+ * a reader that stays behind for `syncStreamStallMs` gets the end of the stream after
+ * what it was sent, and resumes from the last checkpoint it received.
  */
+import { HttpLayerRouter } from "@effect/platform"
 import { RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { SyncRpcsWire } from "@cairn/domain/SyncRpcs"
-import { Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
+import * as PacedHttpProtocol from "./internal/pacedHttpProtocol.js"
+import { Limits } from "./Limits.js"
 
 export const syncPath = "/db/sync"
 
 const ServedSyncRpcs = SyncRpcsWire.middleware(Authentication)
 
+/** The route's protocol, shared by the RPC server (transport) and the handlers (pacing). */
+class Transport extends Context.Tag("@cairn/server/SyncRoutes/Transport")<Transport, PacedHttpProtocol.PacedProtocol>() {}
+
+const TransportLive = Layer.effectContext(
+  Effect.gen(function* () {
+    const limits = yield* Limits
+    const router = yield* HttpLayerRouter.HttpRouter
+    const transport = yield* PacedHttpProtocol.make({ bufferBytes: limits.syncStreamBufferBytes, stallMs: limits.syncStreamStallMs })
+    yield* router.add("POST", syncPath, transport.httpApp)
+    return Context.make(Transport, transport).pipe(Context.add(RpcServer.Protocol, transport.protocol))
+  })
+)
+
 const Handlers = ServedSyncRpcs.toLayer(
   Effect.gen(function* () {
     const plane = yield* DataPlane
+    const transport = yield* Transport
     return ServedSyncRpcs.of({
       SyncSnapshot: (payload) =>
         Effect.flatMap(CurrentPrincipal, (principal) => plane.snapshot(principal, payload)).pipe(answerRpc("SyncSnapshot")),
-      SyncChanges: (payload) =>
+      SyncChanges: (payload, { clientId }) =>
         Stream.unwrap(
           Effect.map(CurrentPrincipal, (principal) =>
-            plane.changes(principal, payload).pipe(Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))))
+            transport.paced(
+              clientId,
+              plane.changes(principal, payload).pipe(Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))))
+            )
           )
         )
     })
@@ -34,9 +57,7 @@ const Handlers = ServedSyncRpcs.toLayer(
 )
 
 /** The `/db/sync` route. Needs the `DataPlane`, `BearerGate` and `Limits`. */
-export const SyncRoutes = RpcServer.layerHttpRouter({
-  group: ServedSyncRpcs,
-  path: syncPath,
-  protocol: "http",
-  disableFatalDefects: true
-}).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerNdjson, dbGate("ndjson").layer]))
+export const SyncRoutes = RpcServer.layer(ServedSyncRpcs, { disableFatalDefects: true }).pipe(
+  Layer.provide([Handlers, DbAuthentication]),
+  Layer.provide(TransportLive.pipe(Layer.provide([RpcSerialization.layerNdjson, dbGate("ndjson").layer])))
+)

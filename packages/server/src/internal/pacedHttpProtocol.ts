@@ -1,0 +1,220 @@
+/**
+ * @effect/rpc's streaming-HTTP server protocol (`makeProtocolWithHttpApp`, framed
+ * serializations only) with flow control. The stock protocol offers every response to an
+ * unbounded mailbox, so a stream whose reader stopped reading buffers without limit. Here
+ * each HTTP exchange counts the bytes it holds (queued, or handed to the socket and not yet
+ * drained), and a streaming handler wrapped in `paced` pulls its next element only while
+ * that count is within the bound, ending cleanly when it stays above it too long (and
+ * the exchange's socket is destroyed if it still has not drained `stallMs` later).
+ */
+import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
+import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
+
+export interface PacingOptions {
+  /** Most bytes one exchange may hold before its streams stop producing. */
+  readonly bufferBytes: number
+  /** How long a stream may wait for room before it ends. */
+  readonly stallMs: number
+}
+
+interface Flow {
+  /** Bytes queued or written to the socket and not yet drained. */
+  held: number
+  /** Open while `held` is within the bound. */
+  readonly room: Effect.Latch
+  /** A stream of the exchange ended on a stall: the exchange gets `stallMs` more to drain, then its socket is closed. */
+  readonly stalled: Effect.Effect<void>
+}
+
+export interface PacedProtocol {
+  readonly protocol: RpcServer.Protocol["Type"]
+  readonly httpApp: HttpApp.Default<never, Scope.Scope>
+  /**
+   * `stream`, pulled only while the exchange of `clientId` holds at most the bound; it ends
+   * (as if finished) once it has waited `stallMs` for room. Its consumer then sees every
+   * element produced so far and the end of the stream.
+   */
+  readonly paced: <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R>
+}
+
+export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never, RpcSerialization.RpcSerialization> =>
+  Effect.gen(function* () {
+    const serialization = yield* RpcSerialization.RpcSerialization
+    if (!serialization.includesFraming) return yield* Effect.dieMessage("a paced protocol needs a framed serialization")
+    const isBinary = !serialization.contentType.includes("json")
+    const encoder = new TextEncoder()
+
+    const disconnects = yield* Mailbox.make<number>()
+    let writeRequest!: (clientId: number, message: RpcMessage.FromClientEncoded) => Effect.Effect<void>
+    let nextId = 0
+
+    interface Client {
+      readonly write: (response: RpcMessage.FromServerEncoded) => Effect.Effect<void>
+      readonly end: Effect.Effect<void>
+      readonly flow: Flow
+    }
+    const clients = new Map<number, Client>()
+    const clientIds = new Set<number>()
+
+    const release = (flow: Flow, bytes: number) => {
+      flow.held -= bytes
+      if (flow.held <= options.bufferBytes) flow.room.unsafeOpen()
+    }
+
+    const httpApp: HttpApp.Default<never, Scope.Scope> = Effect.gen(function* () {
+      const request = yield* HttpServerRequest.HttpServerRequest
+      const scope = yield* Effect.scope
+      const requestHeaders = Object.entries(request.headers)
+      const data = yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(
+        isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : request.text
+      )
+      const id = nextId++
+      const mailbox = yield* Mailbox.make<Uint8Array>()
+      const parser = serialization.unsafeMake()
+      let abandoning = false
+      const flow: Flow = {
+        held: 0,
+        room: yield* Effect.makeLatch(true),
+        // A reader that never drains (gone without a FIN, or paused for good) must not pin what
+        // the exchange holds: the socket is destroyed, which ends the exchange and frees it.
+        stalled: Effect.suspend(() => {
+          if (abandoning) return Effect.void
+          abandoning = true
+          return Effect.sleep(options.stallMs).pipe(
+            Effect.zipRight(
+              Effect.sync(() => {
+                if (flow.held > 0) NodeHttpServerRequest.toServerResponse(request)?.destroy()
+              })
+            ),
+            Effect.forkIn(scope),
+            Effect.asVoid
+          )
+        })
+      }
+
+      const offer = (encoded: Uint8Array | string) => {
+        const bytes = typeof encoded === "string" ? encoder.encode(encoded) : encoded
+        flow.held += bytes.length
+        return mailbox.offer(bytes)
+      }
+      const client: Client = {
+        write: (response) => {
+          try {
+            const encoded = parser.encode(response)
+            return encoded === undefined ? Effect.void : offer(encoded)
+          } catch (cause) {
+            return offer(parser.encode(RpcMessage.ResponseDefectEncoded(cause))!)
+          }
+        },
+        end: mailbox.end,
+        flow
+      }
+      clientIds.add(id)
+      clients.set(id, client)
+
+      const requestIds: Array<RpcMessage.RequestId> = []
+      yield* Scope.addFinalizer(
+        scope,
+        Effect.suspend(() => {
+          clientIds.delete(id)
+          clients.delete(id)
+          disconnects.unsafeOffer(id)
+          // Whatever was queued is gone with the exchange; a paced stream must not wait for it.
+          release(flow, flow.held)
+          if (mailbox.unsafeSize()._tag === "None") return Effect.void
+          return Effect.forEach(requestIds, (requestId) => writeRequest(id, { _tag: "Interrupt", requestId: String(requestId) }), {
+            discard: true
+          })
+        })
+      )
+
+      try {
+        const decoded = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
+        for (const message of decoded) {
+          if (message._tag === "Request") {
+            requestIds.push(RpcMessage.RequestId(message.id))
+            ;(message as { headers: ReadonlyArray<[string, string]> }).headers = requestHeaders.concat(message.headers)
+          }
+          yield* writeRequest(id, message)
+        }
+      } catch (cause) {
+        yield* client.write(RpcMessage.ResponseDefectEncoded(cause))
+      }
+      yield* writeRequest(id, RpcMessage.constEof)
+
+      const [initial, done] = yield* mailbox.takeAll
+      if (done) {
+        release(flow, flow.held)
+        return HttpServerResponse.uint8Array(concat(initial), { contentType: serialization.contentType })
+      }
+      // The server writes a chunk to the socket and waits for "drain" before it pulls the
+      // next one, so the previous chunk's bytes have left the process when the next is pulled.
+      let written = 0
+      const pull = Effect.suspend(() => {
+        release(flow, written)
+        written = 0
+        return mailbox.takeAll
+      }).pipe(
+        Effect.flatMap(([chunk, finished]) => {
+          if (Chunk.isEmpty(chunk)) return finished ? Effect.fail(Option.none()) : Effect.succeed(chunk)
+          written = Chunk.reduce(chunk, 0, (n, bytes) => n + bytes.length)
+          return Effect.succeed(chunk)
+        })
+      )
+      written = Chunk.reduce(initial, 0, (n, bytes) => n + bytes.length)
+      return HttpServerResponse.stream(Stream.concat(Stream.fromChunk(initial), Stream.repeatEffectChunkOption(pull)), {
+        contentType: serialization.contentType
+      })
+    }).pipe(Effect.interruptible, Effect.withUnhandledErrorLogLevel(Option.none()))
+
+    const protocol = yield* RpcServer.Protocol.make((writeRequest_) => {
+      writeRequest = writeRequest_
+      return Effect.succeed({
+        disconnects,
+        send: (clientId, response) => clients.get(clientId)?.write(response) ?? Effect.void,
+        end: (clientId) => clients.get(clientId)?.end ?? Effect.void,
+        clientIds: Effect.sync(() => clientIds),
+        initialMessage: Effect.succeedNone,
+        supportsAck: false,
+        supportsTransferables: false,
+        supportsSpanPropagation: false
+      })
+    })
+
+    /** Waits until the exchange has room; `false` when it stayed full for `stallMs`. */
+    const awaitRoom = (clientId: number): Effect.Effect<boolean> => {
+      const wait: Effect.Effect<void> = Effect.suspend(() => {
+        const flow = clients.get(clientId)?.flow
+        if (flow === undefined || flow.held <= options.bufferBytes) return Effect.void
+        flow.room.unsafeClose()
+        return Effect.zipRight(flow.room.await, wait)
+      })
+      return Effect.timeoutTo(wait, { duration: options.stallMs, onSuccess: () => true, onTimeout: () => false })
+    }
+
+    const stalled = (clientId: number) => Effect.suspend(() => clients.get(clientId)?.flow.stalled ?? Effect.void)
+
+    const paced = <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+      Stream.unwrapScoped(
+        Effect.map(Stream.toPull(stream), (pull) =>
+          Stream.repeatEffectChunkOption(
+            Effect.flatMap(awaitRoom(clientId), (room) => (room ? pull : Effect.zipRight(stalled(clientId), Effect.fail(Option.none()))))
+          )
+        )
+      )
+
+    return { protocol, httpApp, paced } satisfies PacedProtocol
+  })
+
+const concat = (arrays: Chunk.Chunk<Uint8Array>): Uint8Array => {
+  if (arrays.length === 1) return Chunk.unsafeHead(arrays)
+  const result = new Uint8Array(Chunk.reduce(arrays, 0, (n, a) => n + a.length))
+  let offset = 0
+  for (const array of arrays) {
+    result.set(array, offset)
+    offset += array.length
+  }
+  return result
+}
