@@ -204,6 +204,17 @@ describe("cairn serve --app and cairn token", () => {
     // The same settings the server runs with are accepted; another port or data directory is named and refused.
     const same = await cairn(["token", "--sub", "alice", "--org", "acme", "--roles", "admin", "--resource", "mcp"], env)
     expect(same.code, same.stderr).toBe(0)
+    // A second server refused the data directory's lock leaves the running server's record alone.
+    const second = await cairn(["serve", "--app", join(dir, "notes.ts")], {
+      ...env,
+      CAIRN_PORT: String(await freePort()),
+      CAIRN_DEV_ISSUER_URL: `http://127.0.0.1:${await freePort()}`
+    })
+    expect(second.code).toBe(1)
+    expect(second.stderr).toContain("another Cairn process is using")
+    const still = await cairn(["token", "--sub", "alice", "--org", "acme"], { CAIRN_DATA_DIR: dataDir })
+    expect(still.code, still.stderr).toBe(0)
+    expect((await rpc(base, still.stdout.trim(), "Describe", { browse: { kinds: ["entity"] } })).body[0]!.exit._tag).toBe("Success")
     const otherPort = await cairn(["token", "--sub", "alice", "--org", "acme"], { ...env, CAIRN_PORT: String(port + 7) })
     expect(otherPort.code).toBe(1)
     expect(otherPort.stdout).toBe("")

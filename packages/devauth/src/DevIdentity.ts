@@ -10,12 +10,18 @@ import { IdentityConfigError } from "@cairn/server/IdentityLive"
 import { Settings } from "@cairn/server/Settings"
 import { Effect, Layer, Scope } from "effect"
 import { devIssuer, devIssuerUrl, devKeyPath } from "./DevIssuer.js"
-import { type IssuerRecord, issuerRecordPath, readIssuerRecord } from "./DevToken.js"
+import { isAlive, type IssuerRecord, issuerRecordPath, readIssuerRecord } from "./DevToken.js"
 
-/** Written to a temp name and renamed, so `cairn token` never reads half a record. */
+/**
+ * Written to a temp name and renamed, so `cairn token` never reads half a record. A record of
+ * another live process is left alone: that process holds the data directory, and this one is
+ * about to be refused its lock (`DataDirectoryLocked`).
+ */
 const writeRecord = (dataDir: string, record: IssuerRecord) =>
   Effect.try({
     try: () => {
+      const current = readIssuerRecord(dataDir)
+      if (typeof current === "object" && current.pid !== process.pid && isAlive(current.pid)) return
       const file = issuerRecordPath(dataDir)
       const temporary = `${file}.${process.pid}.tmp`
       writeFileSync(temporary, JSON.stringify(record, null, 2) + "\n", { mode: 0o600 })
