@@ -1,12 +1,15 @@
 /**
  * `cairn check`: everything that would stop a deployment from starting, found without serving
  * it. Definitions, policy and handlers are checked independently, so a policy problem does not
- * hide a missing handler; every setting is read as `launch` reads it.
+ * hide a missing handler; every setting is read as `launch` reads it, and a public deployment
+ * is judged by the same exposure guard that would refuse to bind it.
  */
 import { Cause, Effect, Exit } from "effect"
 import { compile } from "@cairn/catalog/Catalog"
 import { Policy } from "@cairn/policy"
 import { Deployment, type DeploymentDefinition, type DeploymentError } from "@cairn/server/Deployment"
+import { exposureGuard } from "@cairn/server/ExposureGuard"
+import { Settings } from "@cairn/server/Settings"
 import { allSettings, describeConfigError } from "@cairn/server/Startup"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
 
@@ -50,7 +53,14 @@ export const deploymentProblems = (definition: DeploymentDefinition): Effect.Eff
     return [...whole, ...parts].filter((line, i, all) => all.indexOf(line) === i)
   })
 
-/** Every settings problem, as `launch` would list them. */
-export const settingsProblems: Effect.Effect<ReadonlyArray<string>> = Effect.map(Effect.either(allSettings), (checked) =>
-  checked._tag === "Left" ? describeConfigError(checked.left).map((l) => `settings: ${l}`) : []
-)
+/** Every settings problem, as `launch` would list them, then the exposure guard's refusal of a public deployment. */
+export const settingsProblems: Effect.Effect<ReadonlyArray<string>> = Effect.gen(function* () {
+  const checked = yield* Effect.either(allSettings)
+  if (checked._tag === "Left") return describeConfigError(checked.left).map((l) => `settings: ${l}`)
+  const exposure = yield* Effect.either(Effect.provideService(exposureGuard, Settings, checked.right[0]))
+  if (exposure._tag === "Left") {
+    const error = exposure.left
+    return [`exposure: ${error._tag === "ExposureRefused" ? error.message : describeConfigError(error).join("; ")}`]
+  }
+  return []
+})

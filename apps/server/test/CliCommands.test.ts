@@ -154,11 +154,16 @@ describe("cairn check", () => {
     expect(stderr).toContain(`cannot be served; ${problems.length} problems:`)
   })
 
-  it("passes the tracker with one OK line, and refuses a module without a deployment", async () => {
+  it("passes the tracker with one OK line, refuses a public bind the exposure guard would refuse, and a module without a deployment", async () => {
     const ok = await cairn(["check"])
     expect(ok.code, ok.stderr).toBe(0)
     expect(ok.stdout).toMatch(/^OK: tracker: root schema "tracker", 5 entities, 10 operations, policy and handlers complete; settings valid \(http:\/\/127\.0\.0\.1:8787, /)
     expect(ok.stdout.trim().split("\n")).toHaveLength(1)
+
+    // A public bind without an external issuer and budgets: what the exposure guard would refuse at startup.
+    const exposed = await cairn(["check"], { CAIRN_HOST: "0.0.0.0" })
+    expect(exposed.code).toBe(1)
+    expect(exposed.stderr).toContain("  - exposure: Refusing to start: the MCP endpoint would be reachable publicly (bind host 0.0.0.0")
 
     const dir = appDirectory()
     writeFileSync(join(dir, "empty.ts"), "export const notes = 1\n")
