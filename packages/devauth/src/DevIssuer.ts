@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from "jose"
 import { Clock, Config, Context, Data, Effect, Layer } from "effect"
 import { Settings } from "@cairn/server/Settings"
+import { devKeyPath } from "./DevToken.js"
 
 /** The development issuer cannot start (production stage) or its key file is unusable. */
 export class DevIssuerError extends Data.TaggedError("DevIssuerError")<{ readonly message: string }> {}
@@ -30,8 +31,8 @@ export interface DevIssuerShape {
 
 export class DevIssuer extends Context.Tag("@cairn/devauth/DevIssuer")<DevIssuer, DevIssuerShape>() {}
 
-/** Where the development key lives inside a data directory. */
-export const devKeyPath = (dataDir: string): string => join(dataDir, "dev-issuer", "key.json")
+/** Where the development key lives inside a data directory (defined with the issuer record `cairn token` reads). */
+export { devKeyPath } from "./DevToken.js"
 
 const publicPart = (jwk: JWK): JWK => {
   const { d: _, ...rest } = jwk

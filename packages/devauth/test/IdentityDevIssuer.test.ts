@@ -18,6 +18,7 @@ import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { layerWith as devAuthServer } from "../src/DevAuthServer.js"
 import { DevFallbackIssuer } from "../src/DevIdentity.js"
 import { devIssuer, DevIssuerLive, devKeyPath, loadOrCreateDevKey, signDevToken } from "../src/DevIssuer.js"
+import { issuerRecordPath } from "../src/DevToken.js"
 import { freePort } from "@cairn/testkit/freePort"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
@@ -153,41 +154,57 @@ const runTokenScript = (args: ReadonlyArray<string>, env: Record<string, string>
     )
   })
 
+/** What a running development server leaves in its data directory for the token command. */
+const writeIssuerRecord = (dir: string, record: { issuer: string; baseUrl: string; pid?: number }) =>
+  writeFileSync(issuerRecordPath(dir), JSON.stringify({ pid: process.pid, startedAt: new Date().toISOString(), ...record }))
+
 describe("token script", () => {
-  it.live("prints only a token the server started with the same settings accepts", () =>
+  it.live("prints only a token the server running on the data directory accepts", () =>
     Effect.gen(function* () {
       const dir = freshDir()
       const port = 18_820
       const env = { CAIRN_DATA_DIR: dir, CAIRN_PORT: String(port), CAIRN_STAGE: "development" }
+      const identity = yield* serverIdentity(settingsFor(dir, port))
+      writeIssuerRecord(dir, { issuer: `http://127.0.0.1:${port + 1}`, baseUrl: `http://127.0.0.1:${port}` })
       const { code, stdout, stderr } = yield* runTokenScript(["--sub", "alice", "--org", "acme", "--roles", "admin editor", "--resource", "mcp", "--scope", "cairn:read", "--ttl", "120"], env)
       assert.strictEqual(code, 0, stderr)
       assert.match(stdout, /^[\w-]+\.[\w-]+\.[\w-]+\n$/)
       const token = stdout.trim()
       const claims = decodeJwt(token)
       assert.strictEqual(claims.exp! - claims.iat!, 120)
-      const identity = yield* serverIdentity(settingsFor(dir, port))
       const principal = yield* identity.verify(token, "mcp")
       assert.deepStrictEqual([principal.subject, principal.databaseKey, principal.roles, principal.scopes], ["alice", "acme", ["admin", "editor"], ["cairn:read"]])
 
-      // Defaults: every scope, the data plane, no roles.
-      const plain = yield* runTokenScript(["--sub", "bob", "--org", "beta"], { ...env, CAIRN_BASE_URL: "http://localhost:7000" })
+      // Defaults: every scope, the data plane, no roles; the server's base URL without CAIRN_PORT.
+      const plain = yield* runTokenScript(["--sub", "bob", "--org", "beta"], { CAIRN_DATA_DIR: dir })
       assert.strictEqual(plain.code, 0, plain.stderr)
-      const atBase = yield* serverIdentity({ ...settingsFor(dir, port), baseUrl: "http://localhost:7000" })
-      const bob = yield* atBase.verify(plain.stdout.trim(), "db")
+      const bob = yield* identity.verify(plain.stdout.trim(), "db")
       assert.deepStrictEqual([bob.subject, bob.databaseKey, bob.roles, bob.scopes], ["bob", "beta", [], ["cairn:read", "cairn:write"]])
+
+      // A base URL the running server does not serve: refused, both named.
+      const elsewhere = yield* runTokenScript(["--sub", "bob", "--org", "beta"], { CAIRN_DATA_DIR: dir, CAIRN_BASE_URL: "http://localhost:7000" })
+      assert.strictEqual(elsewhere.code, 1)
+      assert.strictEqual(elsewhere.stdout, "")
+      assert.include(elsewhere.stderr, `serves http://127.0.0.1:${port}, not http://localhost:7000 (from CAIRN_BASE_URL)`)
     }))
 
-  it.live("fails without output on bad arguments, in production, and with an external issuer", () =>
+  it.live("fails without output on bad arguments, without a running server, and with an external issuer", () =>
     Effect.gen(function* () {
       const dir = freshDir()
       const missingOrg = yield* runTokenScript(["--sub", "alice"], { CAIRN_DATA_DIR: dir })
       assert.strictEqual(missingOrg.code, 1)
       assert.strictEqual(missingOrg.stdout, "")
       assert.include(missingOrg.stderr, "--org is required")
-      const production = yield* runTokenScript(["--sub", "a", "--org", "b"], { CAIRN_DATA_DIR: dir, CAIRN_STAGE: "production" })
-      assert.strictEqual(production.code, 1)
-      assert.strictEqual(production.stdout, "")
-      assert.include(production.stderr, `does not run in stage "production"`)
+      const none = yield* runTokenScript(["--sub", "a", "--org", "b"], { CAIRN_DATA_DIR: dir })
+      assert.strictEqual(none.code, 1)
+      assert.strictEqual(none.stdout, "")
+      assert.include(none.stderr, "No running Cairn development server uses the data directory")
+      assert.isFalse(existsSync(devKeyPath(dir)), "no key is created")
+      mkdirSync(dirname(issuerRecordPath(dir)), { recursive: true })
+      writeIssuerRecord(dir, { issuer: "http://127.0.0.1:1", baseUrl: "http://127.0.0.1:2", pid: 2 ** 30 })
+      const gone = yield* runTokenScript(["--sub", "a", "--org", "b"], { CAIRN_DATA_DIR: dir })
+      assert.strictEqual(gone.code, 1)
+      assert.include(gone.stderr, "is no longer running")
       const external = yield* runTokenScript(["--sub", "a", "--org", "b"], { CAIRN_DATA_DIR: dir, CAIRN_ISSUER: "https://login.example.com" })
       assert.strictEqual(external.code, 1)
       assert.include(external.stderr, "CAIRN_ISSUER is set")

@@ -1,0 +1,211 @@
+/**
+ * The operator's commands (`cairn <command>`, run by `cli.ts`): `serve` and `check` a deployment
+ * (the tracker, or the module `--app` names), mint a development `token` for the running server,
+ * generate typed `bindings`, `backup` databases online and `restore` one from backups.
+ */
+import { readFileSync, writeFileSync } from "node:fs"
+import { dirname, join, resolve } from "node:path"
+import { fileURLToPath } from "node:url"
+import { Command, Options, ValidationError } from "@effect/cli"
+import { NodeContext, NodeRuntime } from "@effect/platform-node"
+import { Console, Effect, Option, Schema } from "effect"
+import { compile } from "@cairn/catalog/Catalog"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { Deployment } from "@cairn/server/Deployment"
+import { allSettings } from "@cairn/server/Startup"
+import { Backup, Position, Restore } from "@cairn/store"
+import { databaseId } from "@cairn/store/Databases"
+import { storeConfig } from "@cairn/store/StoreConfig"
+import { trackerDeployment } from "@cairn/tracker/application"
+import { exportName, invocationDirectory, loadDeployment } from "./AppModule.js"
+import { generate } from "./BindingsGenerator.js"
+import { deploymentProblems, settingsProblems } from "./Check.js"
+import { serveDeployment } from "./Serve.js"
+import { mintForRunningServer, splitRoles } from "./TokenCommand.js"
+
+const repositoryRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
+/** The tracker's checked-in bindings, `cairn bindings`' default output. */
+const trackerBindings = join(repositoryRoot, "packages/client/src/generated/tracker.ts")
+
+const app = Options.text("app").pipe(
+  Options.withDescription(
+    `a module (./path/to/app.ts or a package specifier) exporting \`${exportName}\`, a DeploymentDefinition; default: the tracker`
+  ),
+  Options.optional
+)
+
+/** The data directory the server uses (`CAIRN_DATA_DIR`, `./.cairn` by default) and its backup identity. */
+const dataDirectory = Effect.gen(function* () {
+  const { dataDir } = yield* storeConfig
+  return { dataDir, deploymentId: yield* Backup.deploymentIdOf(dataDir) }
+})
+
+const idOfKey = (key: string) => Effect.map(Schema.decode(DatabaseKey)(key), databaseId)
+
+/** `--to` of restore: a position (`1234` or an opaque `c…` from a receipt) or an ISO time. */
+const parseTarget = (text: string): Effect.Effect<Restore.Target, string> => {
+  if (/^\d+$/.test(text)) return Effect.succeed({ position: Number(text) })
+  const opaque = Position.decode(text)
+  if (opaque !== undefined) return Effect.succeed({ position: opaque })
+  if (!Number.isNaN(Date.parse(text))) return Effect.succeed({ time: new Date(text).toISOString() })
+  return Effect.fail(`--to takes a commit position (e.g. 1234 or c0000ya) or a time (e.g. 2026-11-23T17:00:00Z), not "${text}"`)
+}
+
+const backup = Command.make(
+  "backup",
+  {
+    database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)"), Options.optional),
+    all: Options.boolean("all").pipe(Options.withDescription("every database of the data directory")),
+    to: Options.text("to").pipe(Options.withDescription("directory the backups and their manifests are written to"))
+  },
+  ({ all, database, to }) =>
+    Effect.gen(function* () {
+      const { dataDir, deploymentId } = yield* dataDirectory
+      if (all === Option.isSome(database)) return yield* Effect.fail("pass exactly one of --database <key> and --all")
+      const manifests = Option.isSome(database)
+        ? [yield* Backup.backupDatabase({ dataDir, deploymentId, databaseId: yield* idOfKey(database.value), to })]
+        : yield* Backup.backupAll({ dataDir, deploymentId, to })
+      for (const m of manifests) yield* Console.log(`backed up ${m.databaseId} at position ${m.position} to ${m.file}`)
+      if (manifests.length === 0) yield* Console.log(`no databases in ${dataDir}`)
+    })
+).pipe(Command.withDescription("Back up one database, or all of them, while the server keeps serving."))
+
+const restore = Command.make(
+  "restore",
+  {
+    from: Options.text("from").pipe(Options.withDescription("directory holding the backups")),
+    database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)")),
+    to: Options.text("to").pipe(Options.withDescription("a commit position or an ISO time; default: the newest backup"), Options.optional),
+    log: Options.text("log").pipe(
+      Options.withDescription("a later copy of the database's log to replay from; default: the data directory's file, else the newest backup"),
+      Options.optional
+    ),
+    force: Options.boolean("force").pipe(Options.withDescription("replace an existing database file (moved aside, not deleted); stop the server first"))
+  },
+  ({ database, force, from, log, to }) =>
+    Effect.gen(function* () {
+      const { dataDir, deploymentId } = yield* dataDirectory
+      const deployment = yield* Deployment.make(trackerDeployment)
+      const restored = yield* Restore.restore({
+        from,
+        dataDir,
+        databaseId: yield* idOfKey(database),
+        deploymentId,
+        // The catalog exactly as the server installs it into a database.
+        catalog: deployment.operations.catalog,
+        to: Option.isSome(to) ? yield* parseTarget(to.value) : undefined,
+        log: Option.getOrUndefined(log),
+        force
+      })
+      yield* Console.log(
+        `restored ${restored.manifest.databaseId} to position ${restored.position} (backup at ${restored.manifest.position}, ${restored.replayed} commits replayed)`
+      )
+      if (restored.replaced) yield* Console.log(`the previous file was kept as ${restored.replaced}`)
+    })
+).pipe(Command.withDescription("Restore one database from backups, to the newest backup or to a position or time."))
+
+const serve = Command.make("serve", { app }, ({ app }) =>
+  Effect.flatMap(loadDeployment(app), ({ definition }) => serveDeployment(definition))
+).pipe(Command.withDescription("Serve a deployment (the tracker by default) until SIGINT or SIGTERM, as npm start does."))
+
+const check = Command.make("check", { app }, ({ app }) =>
+  Effect.gen(function* () {
+    const { definition, name } = yield* loadDeployment(app)
+    const problems = [...(yield* deploymentProblems(definition)), ...(yield* settingsProblems)]
+    if (problems.length > 0) {
+      yield* Console.error(`${name} cannot be served; ${problems.length === 1 ? "1 problem" : `${problems.length} problems`}:\n${problems.map((p) => `  - ${p}`).join("\n")}`)
+      return yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
+    const deployment = yield* Deployment.make(definition)
+    const [settings] = yield* allSettings
+    yield* Console.log(
+      `OK: ${name}: root schema "${deployment.catalog.name}", ${deployment.catalog.entities.length} entities, ${deployment.catalog.operations.length} operations, policy and handlers complete; settings valid (${settings.baseUrl}, stage ${settings.stageSetting}, data ${settings.dataDir})`
+    )
+  })
+).pipe(Command.withDescription("Compile and validate a deployment and every setting without serving; list every problem (exit 1) or print one OK line."))
+
+const token = Command.make(
+  "token",
+  {
+    sub: Options.text("sub").pipe(Options.withDescription("the token's subject")),
+    org: Options.text("org").pipe(Options.withDescription("the database key claim: selects the database")),
+    roles: Options.text("roles").pipe(Options.withDescription("roles, space or comma separated (e.g. admin); may repeat"), Options.repeated),
+    scope: Options.text("scope").pipe(Options.withDescription('space-separated scopes; default "cairn:read cairn:write"'), Options.optional),
+    resource: Options.choice("resource", ["db", "mcp"]).pipe(Options.withDescription("the audience: {base}/db or {base}/mcp"), Options.withDefault("db" as const)),
+    ttl: Options.integer("ttl").pipe(Options.withDescription("lifetime in seconds (at most 30 days)"), Options.withDefault(3600)),
+    base: Options.text("base").pipe(Options.withDescription("the base URL you expect the server at; refused if the running server's differs"), Options.optional)
+  },
+  (options) =>
+    Effect.gen(function* () {
+      const minted = mintForRunningServer(
+        { ...options, roles: splitRoles(options.roles), scope: Option.getOrUndefined(options.scope), base: Option.getOrUndefined(options.base) },
+        process.env
+      )
+      if (minted._tag === "Refused") return yield* Effect.fail(`token: ${minted.message}`)
+      yield* Console.log(minted.token)
+    })
+).pipe(
+  Command.withDescription(
+    "Print a development access token for the server running on CAIRN_DATA_DIR (its issuer, key and base URL from <dataDir>/dev-issuer)."
+  )
+)
+
+const bindings = Command.make(
+  "bindings",
+  {
+    app,
+    out: Options.text("out").pipe(
+      Options.withDescription("file to write (or compare); default: packages/client/src/generated/tracker.ts for the tracker, stdout for --app"),
+      Options.optional
+    ),
+    check: Options.boolean("check").pipe(Options.withDescription("compare with --out instead of writing; exit 1 when it is stale"))
+  },
+  ({ app, check, out }) =>
+    Effect.gen(function* () {
+      const { definition } = yield* loadDeployment(app)
+      const catalog = yield* compile(definition.root)
+      const file = Option.isSome(out) ? resolve(invocationDirectory(), out.value) : Option.isNone(app) ? trackerBindings : undefined
+      // Inside the client package the module imports its sibling; anywhere else, the package.
+      const bindingsModule = file !== undefined && dirname(file) === dirname(trackerBindings) ? "../Bindings.js" : "@cairn/client/Bindings"
+      const source = yield* Effect.try({ try: () => generate(catalog, { bindingsModule }), catch: (e) => (e instanceof Error ? e.message : String(e)) })
+      if (file === undefined) {
+        if (check) return yield* Effect.fail("--check needs --out <file> with --app")
+        return yield* Effect.sync(() => process.stdout.write(source))
+      }
+      if (check) {
+        const current = yield* Effect.orElseSucceed(Effect.try(() => readFileSync(file, "utf8")), () => "")
+        if (current !== source) return yield* Effect.fail(`${file} is stale: run \`npm run bindings\` (or cairn bindings) and commit the result.`)
+        return yield* Console.log(`${file} is up to date`)
+      }
+      yield* Effect.try({ try: () => writeFileSync(file, source), catch: (e) => `cannot write ${file}: ${e instanceof Error ? e.message : String(e)}` })
+      yield* Console.log(`wrote ${file}`)
+    })
+).pipe(Command.withDescription("Generate typed client bindings for a deployment's catalog (the tracker by default)."))
+
+const cairn = Command.make("cairn").pipe(
+  Command.withDescription("Cairn's operator commands."),
+  Command.withSubcommands([serve, check, token, bindings, backup, restore])
+)
+
+const run = Command.run(cairn, { name: "cairn", version: "0.1.0" })
+
+/** Runs `cairn` over `argv` (`process.argv`, node and script first) until it is done or interrupted. */
+export const runCli = (argv: ReadonlyArray<string>) => run(argv).pipe(
+  // An operator's mistake or a refusal is one line on stderr and exit status 1, not a stack trace.
+  // (@effect/cli has already printed a usage error with the help.)
+  Effect.catchAll((error) =>
+    Effect.zipRight(
+      ValidationError.isValidationError(error)
+        ? Effect.void
+        : Console.error(typeof error === "string" ? error : "message" in error ? error.message : String(error)),
+      Effect.sync(() => {
+        process.exitCode = 1
+      })
+    )
+  ),
+  Effect.provide(NodeContext.layer),
+  // `serve` installs the operator's logger (CAIRN_LOG_FORMAT) itself.
+  (program) => NodeRuntime.runMain(program, { disablePrettyLogger: true })
+)
