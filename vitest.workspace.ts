@@ -7,7 +7,8 @@ import { defineWorkspace } from "vitest/config"
 const roots = [
   ...readdirSync("packages").map((p) => `packages/${p}`),
   ...readdirSync("apps").map((p) => `apps/${p}`),
-  "catalog"
+  "catalog",
+  ...readdirSync("examples").map((p) => `examples/${p}`)
 ].filter((root) => existsSync(`${root}/test`))
 
 export default defineWorkspace(
