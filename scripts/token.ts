@@ -1,6 +1,7 @@
 /**
  * Prints a development access token and nothing else:
  *   npm run -s token -- --sub alice --org acme [--roles admin] [--scope "cairn:read"] [--resource db|mcp] [--ttl 3600]
+ *   npm run -s token -- --sub alice --db personal          # cairn_db: which database deployment (several)
  * Signed with the development issuer's key (created in CAIRN_DATA_DIR if missing), for the
  * audience `{CAIRN_BASE_URL}/{resource}`, so the server started with the same settings accepts it.
  */
@@ -11,7 +12,7 @@ import { accessScopes } from "@cairn/domain/AccessScope"
 import { Settings, settingsConfig } from "@cairn/server/Settings"
 
 const usage =
-  'usage: npm run -s token -- --sub <subject> --org <org> [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>]'
+  'usage: npm run -s token -- --sub <subject> [--org <org>] [--db <database deployment>] [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>]'
 
 const fail = (message: string) => Effect.fail(`${message}\n${usage}`)
 
@@ -22,6 +23,7 @@ const program = Effect.gen(function* () {
         options: {
           sub: { type: "string" },
           org: { type: "string" },
+          db: { type: "string" },
           roles: { type: "string" },
           scope: { type: "string" },
           resource: { type: "string", default: "db" },
@@ -33,7 +35,7 @@ const program = Effect.gen(function* () {
     catch: (error) => `${error instanceof Error ? error.message : String(error)}\n${usage}`
   })
   if (!values.sub) return yield* fail("--sub is required")
-  if (!values.org) return yield* fail("--org is required")
+  if (!values.org && !values.db) return yield* fail("--org is required (or --db for a deployment with several database deployments)")
   if (values.resource !== "db" && values.resource !== "mcp") return yield* fail("--resource must be db or mcp")
   const ttl = Number(values.ttl)
   if (!Number.isSafeInteger(ttl) || ttl <= 0 || ttl > 30 * 86_400) return yield* fail("--ttl must be a whole number of seconds, at most 30 days")
@@ -47,7 +49,11 @@ const program = Effect.gen(function* () {
   return yield* signDevToken(issuer, {
     subject: values.sub,
     audience: `${settings.baseUrl}/${values.resource}`,
-    claims: { org: values.org, ...(roles.length > 0 ? { roles } : {}) },
+    claims: {
+      ...(values.org ? { org: values.org } : {}),
+      ...(values.db ? { cairn_db: values.db } : {}),
+      ...(roles.length > 0 ? { roles } : {})
+    },
     scope: values.scope ?? accessScopes.join(" "),
     ttlSeconds: ttl
   })
