@@ -12,7 +12,8 @@ const conditions = ["@cairn/source", "module", "node", "development|production"]
 const roots = [
   ...readdirSync("packages").map((p) => `packages/${p}`),
   ...readdirSync("apps").map((p) => `apps/${p}`),
-  "catalog"
+  "catalog",
+  ...readdirSync("examples").map((p) => `examples/${p}`)
 ].filter((root) => existsSync(`${root}/test`))
 
 export default defineWorkspace(

@@ -145,7 +145,7 @@ const fanout = async () => {
       issuers: [{ issuer: "https://bench.issuer", keys: { _tag: "Jwks", keys: [publicJwk] }, algorithms: ["ES256"] }],
       audiences: { db: `${base}/db`, mcp: `${base}/mcp` },
       clockToleranceSeconds: 5,
-      keyClaim: "org",
+      databases: [{ name: "tenants", keyClaim: "org", legacyKeys: true }],
       rolesClaim: "roles"
     })
     const engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))

@@ -12,7 +12,10 @@ import { devKeyPath, isAlive, issuerRecordPath, mint, readIssuerRecord } from "@
 
 export interface TokenOptions {
   readonly sub: string
-  readonly org: string
+  /** The `org` claim (the tracker's database key), if given. */
+  readonly org: string | undefined
+  /** The `cairn_db` claim: which database deployment, when the deployment has several. */
+  readonly db?: string | undefined
   readonly roles: ReadonlyArray<string>
   readonly scope: string | undefined
   readonly resource: string
@@ -98,7 +101,11 @@ export const mintForRunningServer = (options: TokenOptions, env: TokenEnvironmen
       issuer: record.issuer,
       subject: options.sub,
       audience: `${record.baseUrl}/${options.resource}`,
-      claims: { org: options.org, ...(options.roles.length > 0 ? { roles: options.roles } : {}) },
+      claims: {
+        ...(options.org !== undefined ? { org: options.org } : {}),
+        ...(options.db !== undefined ? { cairn_db: options.db } : {}),
+        ...(options.roles.length > 0 ? { roles: options.roles } : {})
+      },
       scope: options.scope ?? accessScopes.join(" "),
       ttlSeconds: options.ttl,
       now
@@ -110,7 +117,7 @@ export const splitRoles = (values: ReadonlyArray<string>): ReadonlyArray<string>
   values.flatMap((v) => v.split(/[\s,]+/)).filter((r) => r !== "")
 
 const usage =
-  'usage: cairn token --sub <subject> --org <org> [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>] [--base <url>]'
+  'usage: cairn token --sub <subject> [--org <org>] [--db <database deployment>] [--roles "admin ..."] [--scope "cairn:read cairn:write"] [--resource db|mcp] [--ttl <seconds>] [--base <url>]'
 
 /** `cairn token <args>` as a process: prints the token, or one line on stderr and exit status 1. */
 export const runTokenCommand = (args: ReadonlyArray<string>, env: TokenEnvironment): void => {
@@ -125,6 +132,7 @@ export const runTokenCommand = (args: ReadonlyArray<string>, env: TokenEnvironme
       options: {
         sub: { type: "string" },
         org: { type: "string" },
+        db: { type: "string" },
         roles: { type: "string", multiple: true },
         scope: { type: "string" },
         resource: { type: "string", default: "db" },
@@ -138,11 +146,12 @@ export const runTokenCommand = (args: ReadonlyArray<string>, env: TokenEnvironme
     return fail(`${error instanceof Error ? error.message : String(error)}\n${usage}`)
   }
   if (!values.sub) return fail(`--sub is required\n${usage}`)
-  if (!values.org) return fail(`--org is required\n${usage}`)
+  if (!values.org && !values.db) return fail(`--org is required (or --db for a deployment with several database deployments)\n${usage}`)
   const minted = mintForRunningServer(
     {
       sub: values.sub,
       org: values.org,
+      db: values.db,
       roles: splitRoles(values.roles ?? []),
       scope: values.scope,
       resource: values.resource ?? "db",

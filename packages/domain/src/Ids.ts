@@ -6,8 +6,9 @@
 import { identity, Schema } from "effect"
 
 /**
- * The database key from the verified identity (the deployment's key claim). Secret to the
- * server: it selects a database and never appears in a file name, a log or an answer.
+ * The database key from the verified identity: the chosen database deployment's key claim,
+ * namespaced by that database deployment (`Deployment.databaseKeyOf`). Secret to the server:
+ * it selects a database and never appears in a file name, a log or an answer.
  */
 export const DatabaseKey = Schema.String.pipe(Schema.brand("DatabaseKey"))
 export type DatabaseKey = typeof DatabaseKey.Type

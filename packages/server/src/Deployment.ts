@@ -3,8 +3,15 @@
  * schema, its policy and operation handlers, and the database deployments that use it
  * (how a verified identity maps to a database). Compiled and validated before anything
  * is served: a definition, policy or handler problem stops startup with every problem listed.
+ *
+ * Selection rule (spec rule 5: only verified identity picks a database). With one database
+ * deployment, every token is for it. With several, the token names one by the verified
+ * claim `selectorClaim` (default `cairn_db`) whose value is a database deployment's name;
+ * a token naming none, an unknown one or several is refused (401). The chosen deployment's
+ * `keyClaim` then gives the database key, namespaced by the deployment's name.
  */
 import { Context, Effect, Layer } from "effect"
+import { DatabaseKey } from "@cairn/domain/Ids"
 import { type RootSchema } from "@cairn/catalog"
 import { type Catalog, compile } from "@cairn/catalog/Catalog"
 import { CatalogError } from "@cairn/catalog/CatalogError"
@@ -21,7 +28,27 @@ export interface DatabaseDeployment {
   readonly schema: string
   /** The verified token claim whose value is the database key, e.g. `org`. */
   readonly keyClaim: string
+  /**
+   * Keys are the bare claim value, as before keys were namespaced by database deployment,
+   * so a data directory written then stays readable (the tracker's `tenants`). At most one
+   * database deployment of a deployment may say so; every other one is namespaced.
+   */
+  readonly legacyKeys?: boolean
 }
+
+/** The claim naming the database deployment when there are several. */
+export const defaultSelectorClaim = "cairn_db"
+
+/**
+ * The database key of the claim value `value` in `database`: `\0<name>\0<value>`, or the
+ * bare value for `legacyKeys`. Identity refuses control characters in a key claim, so a
+ * bare key never starts with NUL and two database deployments' keys never collide.
+ */
+export const databaseKeyOf = (database: Pick<DatabaseDeployment, "name" | "legacyKeys">, value: string): DatabaseKey =>
+  DatabaseKey.make(database.legacyKeys === true ? value : `\u0000${database.name}\u0000${value}`)
+
+const CLAIM = /^[A-Za-z_][A-Za-z0-9_:./-]*$/
+const NAME = /^[a-z][a-z0-9-]{0,62}$/
 
 export interface DeploymentDefinition {
   readonly root: RootSchema.RootSchema
@@ -29,7 +56,10 @@ export interface DeploymentDefinition {
   readonly policy: Policy.PolicyDefinition
   /** Exactly one handler per operation of the root schema. */
   readonly handlers: Handlers.Handlers
+  /** One or more; each maps verified claims to its own databases. */
   readonly databases: ReadonlyArray<DatabaseDeployment>
+  /** The verified claim that names the database deployment when there are several; default `cairn_db`. */
+  readonly selectorClaim?: string
 }
 
 export interface DeploymentShape {
@@ -39,7 +69,9 @@ export interface DeploymentShape {
   readonly policy: Policy.CompiledPolicy
   /** The catalog's operations with their handlers, for the writer. */
   readonly operations: OperationCatalogShape
-  readonly database: DatabaseDeployment
+  /** Every database deployment, names unique, in the definition's order. */
+  readonly databases: ReadonlyArray<DatabaseDeployment>
+  readonly selectorClaim: string
 }
 
 export type DeploymentError = CatalogError | PolicyError | OperationCatalogError
@@ -51,20 +83,30 @@ export class Deployment extends Context.Tag("@cairn/server/Deployment")<Deployme
       const policy = yield* Policy.compile(yield* compile(definition.root), definition.policy)
       const catalog = policy.catalog
       const problems: Array<string> = []
-      if (definition.databases.length !== 1) {
-        problems.push(`deployment: exactly one database deployment is supported, ${definition.databases.length} given`)
-      }
+      const selectorClaim = definition.selectorClaim ?? defaultSelectorClaim
+      if (definition.databases.length === 0) problems.push("deployment: name at least one database deployment")
+      if (!CLAIM.test(selectorClaim)) problems.push(`deployment: invalid selector claim "${selectorClaim}"`)
+      const names = new Set<string>()
       for (const db of definition.databases) {
+        if (!NAME.test(db.name)) problems.push(`database deployment "${db.name}": a name is lower-case letters, digits and "-", starting with a letter`)
+        if (names.has(db.name)) problems.push(`database deployment "${db.name}": named twice`)
+        names.add(db.name)
         if (db.schema !== definition.root.name) {
           problems.push(`database deployment "${db.name}": uses schema "${db.schema}", but the root schema is "${definition.root.name}"`)
         }
-        if (!/^[A-Za-z_][A-Za-z0-9_:./-]*$/.test(db.keyClaim)) {
+        if (!CLAIM.test(db.keyClaim)) {
           problems.push(`database deployment "${db.name}": invalid key claim "${db.keyClaim}"`)
         }
+        if (definition.databases.length > 1 && db.keyClaim === selectorClaim) {
+          problems.push(`database deployment "${db.name}": its key claim "${db.keyClaim}" is the selector claim`)
+        }
+      }
+      if (definition.databases.filter((db) => db.legacyKeys === true).length > 1) {
+        problems.push("deployment: at most one database deployment may use legacy (unnamespaced) keys")
       }
       if (problems.length > 0) return yield* new CatalogError({ problems })
       const operations = yield* OperationCatalog.make(catalog, definition.handlers)
-      return { root: definition.root, catalog, policy, operations, database: definition.databases[0]! }
+      return { root: definition.root, catalog, policy, operations, databases: definition.databases, selectorClaim }
     })
 
   static readonly layer = (definition: DeploymentDefinition) => Layer.effect(Deployment, Deployment.make(definition))

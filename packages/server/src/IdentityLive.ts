@@ -2,14 +2,14 @@
  * `Identity` verified with jose: bearer JWTs from trusted issuers (a JWKS URL, static
  * keys, or an explicitly configured HMAC secret), an algorithm allow-list, accepted token
  * types (`typ`), the resource's audience (exactly one of ours), `exp`/`nbf`/`iat` with a
- * small clock tolerance, and a claim mapping to the `Principal`. The database key comes
- * only from the deployment's key claim.
+ * small clock tolerance, and a claim mapping to the `Principal`. The database comes only
+ * from verified claims: the database deployment (named by the selector claim when there are
+ * several, see `Deployment`), then its key claim.
  */
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
-import { DatabaseKey } from "@cairn/domain/Ids"
 import { Principal } from "@cairn/domain/Principal"
-import { Deployment } from "./Deployment.js"
+import { type DatabaseDeployment, databaseKeyOf, defaultSelectorClaim, Deployment } from "./Deployment.js"
 import { FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
 import { isLoopbackHost } from "./Loopback.js"
@@ -41,8 +41,10 @@ export interface IdentityConfig {
   /** The `aud` a token must carry for each resource: `{base}/db` and `{base}/mcp`. */
   readonly audiences: Readonly<Record<Resource, string>>
   readonly clockToleranceSeconds: number
-  /** The claim holding the database key (the deployment's `keyClaim`, e.g. `org`). */
-  readonly keyClaim: string
+  /** The deployment's database deployments: each names the claim holding its database key (e.g. `org`). */
+  readonly databases: ReadonlyArray<Pick<DatabaseDeployment, "name" | "keyClaim" | "legacyKeys">>
+  /** The claim naming the database deployment when there are several; default `cairn_db`. */
+  readonly selectorClaim?: string
   /** The claim holding roles: an array of strings or a space-separated string. */
   readonly rolesClaim: string
 }
@@ -172,6 +174,7 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
     const problems = config.issuers.flatMap(validateIssuer)
     if (config.issuers.length === 0) problems.push("no trusted issuer is configured")
     if (new Set(config.issuers.map((i) => i.issuer)).size !== config.issuers.length) problems.push("an issuer is configured twice")
+    if (config.databases.length === 0) problems.push("no database deployment is configured")
     if (!(config.clockToleranceSeconds >= 0 && config.clockToleranceSeconds <= 300)) problems.push("the clock tolerance must be 0 to 300 seconds")
     if (problems.length > 0) return yield* new IdentityConfigError({ message: `Identity configuration: ${problems.join("; ")}.` })
 
@@ -241,15 +244,34 @@ const toPrincipal = (config: IdentityConfig, payload: JWTPayload): Effect.Effect
   if (typeof subject !== "string" || subject === "" || subject.length > MAX_KEY_LENGTH) {
     return Effect.fail(invalid(`The access token's "sub" claim must be a non-empty string.`))
   }
-  const key = payload[config.keyClaim]
-  if (typeof key !== "string" || key === "" || key.length > MAX_KEY_LENGTH) {
-    return Effect.fail(invalid(`The access token lacks the "${config.keyClaim}" claim that selects the database.`))
+  const database = selectDatabase(config, payload)
+  if (typeof database === "string") return Effect.fail(invalid(database))
+  const key = payload[database.keyClaim]
+  if (typeof key !== "string" || key === "" || key.length > MAX_KEY_LENGTH || CONTROL.test(key)) {
+    return Effect.fail(invalid(`The access token lacks the "${database.keyClaim}" claim that selects the database.`))
   }
   const roles = stringList(payload[config.rolesClaim])
   if (!roles) return Effect.fail(invalid(`The access token's "${config.rolesClaim}" claim must be a string or a list of strings.`))
   const scopes = stringList(payload.scope !== undefined ? payload.scope : payload["scp"])
   if (!scopes) return Effect.fail(invalid(`The access token's scopes ("scope" or "scp") must be a string or a list of strings.`))
-  return Effect.succeed(new Principal({ subject, roles, scopes, claims: payload, databaseKey: DatabaseKey.make(key) }))
+  return Effect.succeed(new Principal({ subject, roles, scopes, claims: payload, databaseKey: databaseKeyOf(database, key) }))
+}
+
+const CONTROL = /[\u0000-\u001f\u007f]/
+
+/**
+ * The database deployment a verified token is for, or why it is refused. One database
+ * deployment: the token is for it (a selector claim, if present, must name it). Several:
+ * the selector claim must be one string naming one of them.
+ */
+const selectDatabase = (config: IdentityConfig, payload: JWTPayload): IdentityConfig["databases"][number] | string => {
+  const claim = config.selectorClaim ?? defaultSelectorClaim
+  const selector = payload[claim]
+  if (selector === undefined && config.databases.length === 1) return config.databases[0]!
+  if (selector === undefined) return `The access token does not say which database it is for (its "${claim}" claim).`
+  if (Array.isArray(selector)) return `The access token's "${claim}" claim names more than one database; request a token for exactly one.`
+  const found = typeof selector === "string" ? config.databases.find((db) => db.name === selector) : undefined
+  return found ?? `The access token's "${claim}" claim names no database of this service.`
 }
 
 /** `Identity` from an explicit configuration (tests, embedding). */
@@ -287,7 +309,8 @@ export const identityConfig = Effect.gen(function* () {
   const base = {
     audiences: { db: `${settings.baseUrl}/db`, mcp: `${settings.baseUrl}/mcp` },
     clockToleranceSeconds,
-    keyClaim: deployment.database.keyClaim,
+    databases: deployment.databases,
+    selectorClaim: deployment.selectorClaim,
     rolesClaim
   }
   if (Option.isNone(issuer) || issuer.value.trim() === "") {

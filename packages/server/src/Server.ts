@@ -22,7 +22,7 @@ const announce = Layer.effectDiscard(
     const deployment = yield* Effect.serviceOption(Deployment)
     const app = Option.match(deployment, {
       onNone: () => "",
-      onSome: (d) => `; app ${d.root.name}; databases: ${d.database.name} by ${d.database.keyClaim}`
+      onSome: (d) => `; app ${d.root.name}; databases: ${d.databases.map((db) => `${db.name} by ${db.keyClaim}`).join(", ")}`
     })
     yield* Effect.logInfo(`Cairn listening on ${settings.baseUrl} (bound ${bound}; stage ${settings.stageSetting}${app})`)
   })

@@ -77,7 +77,7 @@ export const testIdentity = (signer: Signer, base: string) =>
     issuers: [{ issuer: signer.issuer, keys: { _tag: "Jwks", keys: [signer.publicJwk as JWK] }, algorithms: ["ES256"] }],
     audiences: { db: `${base}/db`, mcp: `${base}/mcp` },
     clockToleranceSeconds: 5,
-    keyClaim: "org",
+    databases: [{ name: "tenants", keyClaim: "org", legacyKeys: true }],
     rolesClaim: "roles"
   }).pipe(Layer.orDie)
 

@@ -9,7 +9,8 @@ import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Exit, Layer, Redacted, TestClock } from "effect"
 import { CompactSign, exportJWK, exportSPKI, generateKeyPair, type JWK, SignJWT } from "jose"
 import { trackerDeployment } from "@cairn/tracker/application"
-import { Deployment } from "../src/Deployment.js"
+import { databaseId } from "@cairn/store/Databases"
+import { databaseKeyOf, Deployment } from "../src/Deployment.js"
 import { Identity, type Resource, Unauthorized } from "../src/Identity.js"
 import { identityConfig, type IdentityConfig, IdentityConfigError, makeIdentity } from "../src/IdentityLive.js"
 import { Settings, type SettingsShape } from "../src/Settings.js"
@@ -40,7 +41,7 @@ const configWith = (publicJwks: ReadonlyArray<JWK>, overrides: Partial<IdentityC
   issuers: [{ issuer, keys: { _tag: "Jwks", keys: publicJwks } }],
   audiences: { db: `${base}/db`, mcp: `${base}/mcp` },
   clockToleranceSeconds: 30,
-  keyClaim: "org",
+  databases: [{ name: "tenants", keyClaim: "org", legacyKeys: true }],
   rolesClaim: "roles",
   ...overrides
 })
@@ -116,13 +117,43 @@ describe("Identity (jose)", () => {
       const scpString = yield* accepted(config, yield* sign(claimsFor("db", { scp: "cairn:write" }), k.main.privateKey))
       assert.deepStrictEqual(scpString.scopes, ["cairn:write"])
       assert.deepStrictEqual(scpString.roles, [])
-      const custom = yield* accepted(configWith([k.main.publicJwk], { rolesClaim: "groups", keyClaim: "tenant" }), yield* sign(claimsFor("db", { groups: ["ops"], tenant: "t1" }), k.main.privateKey))
+      const custom = yield* accepted(configWith([k.main.publicJwk], { rolesClaim: "groups", databases: [{ name: "tenants", keyClaim: "tenant", legacyKeys: true }] }), yield* sign(claimsFor("db", { groups: ["ops"], tenant: "t1" }), k.main.privateKey))
       assert.deepStrictEqual(custom.roles, ["ops"])
       assert.strictEqual(custom.databaseKey, "t1")
       const badRoles = yield* refused(config, yield* sign(claimsFor("db", { roles: [1, 2] }), k.main.privateKey))
       assert.strictEqual(badRoles.description, `The access token's "roles" claim must be a string or a list of strings.`)
       const badScope = yield* refused(config, yield* sign(claimsFor("db", { scope: { a: 1 } }), k.main.privateKey))
       assert.match(badScope.description, /scopes/)
+    }))
+
+  it.effect("selects the database deployment only from verified claims and namespaces its keys", () =>
+    Effect.gen(function* () {
+      const k = yield* keys
+      const config = configWith([k.main.publicJwk], {
+        databases: [
+          { name: "personal", keyClaim: "sub" },
+          { name: "teams", keyClaim: "org" }
+        ]
+      })
+      const as = (extra: Claims) => Effect.flatMap(sign(claimsFor("db", extra), k.main.privateKey), (token) => accepted(config, token))
+      const refuse = (extra: Claims) => Effect.flatMap(sign(claimsFor("db", extra), k.main.privateKey), (token) => refused(config, token))
+      const personal = yield* as({ cairn_db: "personal", org: "alice" })
+      const team = yield* as({ cairn_db: "teams", org: "alice" })
+      assert.strictEqual(personal.databaseKey, databaseKeyOf({ name: "personal" }, "alice"))
+      assert.strictEqual(team.databaseKey, databaseKeyOf({ name: "teams" }, "alice"))
+      // An org named alice and the user alice are different databases.
+      assert.notStrictEqual(personal.databaseKey, team.databaseKey)
+      assert.notStrictEqual(databaseId(personal.databaseKey), databaseId(team.databaseKey))
+      assert.match((yield* refuse({})).description, /does not say which database/)
+      assert.match((yield* refuse({ cairn_db: ["personal", "teams"] })).description, /more than one database/)
+      assert.match((yield* refuse({ cairn_db: "tenants" })).description, /names no database/)
+      assert.match((yield* refuse({ cairn_db: 7 })).description, /names no database/)
+      assert.match((yield* refuse({ cairn_db: "teams", org: undefined })).description, /lacks the "org" claim/)
+      assert.match((yield* refuse({ cairn_db: "teams", org: "a\u0000b" })).description, /lacks the "org" claim/)
+      // With one database deployment no selector is needed, but a present one must name it.
+      const single = configWith([k.main.publicJwk])
+      assert.strictEqual((yield* accepted(single, yield* sign(claimsFor("db", { cairn_db: "tenants" }), k.main.privateKey))).databaseKey, "acme")
+      assert.match((yield* refused(single, yield* sign(claimsFor("db", { cairn_db: "personal" }), k.main.privateKey))).description, /names no database/)
     }))
 
   it.effect("refuses alg none", () =>
@@ -419,7 +450,7 @@ describe("identity configuration", () => {
         CAIRN_CLOCK_TOLERANCE: "10"
       })
       assert.deepStrictEqual(config.audiences, { db: `${base}/db`, mcp: `${base}/mcp` })
-      assert.strictEqual(config.keyClaim, "org")
+      assert.deepStrictEqual(config.databases.map((db) => db.keyClaim), ["org"])
       assert.strictEqual(config.clockToleranceSeconds, 10)
       assert.deepStrictEqual(config.issuers, [{ issuer, keys: { _tag: "Jwks", keys: [k.main.publicJwk] }, algorithms: ["ES256", "EdDSA"] }])
       const token = yield* sign(claimsFor("mcp"), k.main.privateKey)

@@ -1,0 +1,4 @@
+export * as notes from "./notes.js"
+export * as policy from "./policy.js"
+export * as handlers from "./handlers.js"
+export * as application from "./application.js"
