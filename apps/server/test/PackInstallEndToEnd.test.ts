@@ -3,13 +3,14 @@
 // from the npm cache `npm ci` filled, at exactly the workspace lockfile's versions), type-check a program
 // that uses the generated bindings with the workspace's TypeScript, run it with node against a running
 // server, and bundle the root entry for the browser with esbuild. Every step fails the test on its own.
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
+import { freePortPromise } from "@cairn/testkit/freePort"
 import { startApp } from "./support/app.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
@@ -196,6 +197,34 @@ describe("the published packages", () => {
         const registry = (yield* step("npm config get registry", npm, ["config", "get", "registry"], root)).stdout.trim().replace(/\/?$/, "/")
 
         yield* step("npm run build", npm, ["run", "build"], root)
+
+        // Production runs the compiled server with plain node: no tsx, no source condition.
+        const prodPort = yield* Effect.promise(() => freePortPromise())
+        const prodDir = mkdtempSync(join(tmpdir(), "cairn-prod-"))
+        const production = spawn(process.execPath, ["apps/server/dist/main.js"], {
+          cwd: root,
+          env: { ...process.env, NODE_OPTIONS: "", CAIRN_PORT: String(prodPort), CAIRN_DATA_DIR: prodDir, CAIRN_STAGE: "test" },
+          stdio: ["ignore", "pipe", "pipe"]
+        })
+        let productionOutput = ""
+        production.stdout.on("data", (d) => (productionOutput += d))
+        production.stderr.on("data", (d) => (productionOutput += d))
+        yield* Effect.addFinalizer(() => Effect.sync(() => production.kill("SIGKILL")))
+        const healthy = yield* Effect.promise(async () => {
+          for (let i = 0; i < 300; i++) {
+            try {
+              if ((await fetch(`http://127.0.0.1:${prodPort}/health`)).ok) return true
+            } catch {
+              // not listening yet
+            }
+            if (production.exitCode !== null) return false
+            await new Promise((r) => setTimeout(r, 100))
+          }
+          return false
+        })
+        assert.isTrue(healthy, `the compiled server did not become healthy:\n${productionOutput}`)
+        assert.notInclude(productionOutput, "tsx")
+        production.kill("SIGTERM")
 
         const consumer = mkdtempSync(join(tmpdir(), "cairn-consumer-"))
         yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(consumer, { recursive: true, force: true })))
