@@ -3,8 +3,8 @@ import { Effect, Schema } from "effect"
 import { Entity, Operation, RootSchema, Trait } from "@cairn/catalog"
 import { Catalog, compile } from "@cairn/catalog/Catalog"
 import { CatalogError } from "@cairn/catalog/CatalogError"
-import { synthetic } from "@cairn/tracker/synthetic"
-import { tracker } from "@cairn/tracker/tracker"
+import { synthetic } from "@cairn/testkit/fixture/synthetic"
+import { tracker } from "@cairn/testkit/fixture/tracker"
 
 const problemsOf = (root: RootSchema.RootSchema) =>
   compile(root).pipe(

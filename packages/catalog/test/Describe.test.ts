@@ -6,8 +6,8 @@ import { Sealer } from "@cairn/catalog/Sealer"
 import { describe as describeCatalog, DescribeLimits } from "@cairn/catalog/Describe"
 import { View } from "@cairn/catalog/View"
 import type { DescribeRequest } from "@cairn/domain/Describe"
-import { synthetic } from "@cairn/tracker/synthetic"
-import { tracker } from "@cairn/tracker/tracker"
+import { synthetic } from "@cairn/testkit/fixture/synthetic"
+import { tracker } from "@cairn/testkit/fixture/tracker"
 
 const Keys = Layer.merge(Sealer.layer(Redacted.make("test-secret")), DescribeLimits.layer())
 const run = (view: View, request: DescribeRequest) => describeCatalog(view, request)

@@ -15,7 +15,7 @@ import { type QueryDocumentV1 } from "@cairn/domain/QueryDocument"
 import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
 import { defaultQueryLimits, QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
-import { Label, Member, Task, tracker } from "@cairn/tracker/tracker"
+import { Label, Member, Task, tracker } from "@cairn/testkit/fixture/tracker"
 import { catalog, clear, fullView, insert, TestLive, who } from "./support.js"
 
 const at = "2026-01-01T00:00:00.000Z"

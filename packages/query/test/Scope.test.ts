@@ -16,7 +16,7 @@ import { inScope, type Lookup, type RecordValue } from "@cairn/policy/Evaluate"
 import { defaultQueryLimits, QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { scopeSql } from "@cairn/query/ScopeSql"
-import { trackerPolicy } from "@cairn/tracker/policy"
+import { trackerPolicy } from "@cairn/testkit/fixture/policy"
 import { aliceView } from "./arbitraries.js"
 import { catalog, clear, type Data, insert, TestLive } from "./support.js"
 

@@ -16,7 +16,7 @@ import { Principal } from "@cairn/domain/Principal"
 import { type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
 import { evaluate, inScope, type Lookup, type RecordValue } from "@cairn/policy/Evaluate"
 import { Layout } from "@cairn/store"
-import { tracker } from "@cairn/tracker/tracker"
+import { tracker } from "@cairn/testkit/fixture/tracker"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
 

@@ -72,6 +72,38 @@ export interface DeploymentShape {
   /** Every database deployment, names unique, in the definition's order. */
   readonly databases: ReadonlyArray<DatabaseDeployment>
   readonly selectorClaim: string
+  /** Definitions no policy rule names: hidden from every caller, admins included (logged at startup). */
+  readonly invisible: Invisible
+}
+
+/** Entity names and operation keys (`Owner.name`) of the root schema that no policy rule names. */
+export interface Invisible {
+  readonly entities: ReadonlyArray<string>
+  readonly operations: ReadonlyArray<string>
+}
+
+/**
+ * What a policy leaves visible to no one: an entity without `Policy.entity` or an operation
+ * without `Policy.operation` is hidden from everyone, which is safe but easy to miss.
+ */
+export const invisibleDefinitions = (root: RootSchema.RootSchema, policy: Policy.PolicyDefinition): Invisible => {
+  const entities = new Set(policy.entities.map((e) => e.entity))
+  const operations = new Set(policy.operations.map((o) => `${o.owner}.${o.name}`))
+  return {
+    entities: root.entities.map((e) => e.name).filter((name) => !entities.has(name)),
+    operations: root.operations.map((o) => `${o.owner}.${o.name}`).filter((key) => !operations.has(key))
+  }
+}
+
+/** The startup warning for `invisible`, naming every definition, or nothing when all have rules. */
+export const invisibleWarning = (invisible: Invisible): string | undefined => {
+  const { entities, operations } = invisible
+  if (entities.length + operations.length === 0) return undefined
+  const named = (one: string, many: string, names: ReadonlyArray<string>) =>
+    names.length === 0 ? [] : [`${names.length === 1 ? one : many} ${names.join(", ")}`]
+  const parts = [...named("entity", "entities", entities), ...named("operation", "operations", operations)]
+  const verb = entities.length + operations.length === 1 ? "is" : "are"
+  return `Policy: ${parts.join(" and ")} ${verb} visible to no one; add Policy.entity/Policy.operation rules`
 }
 
 export type DeploymentError = CatalogError | PolicyError | OperationCatalogError
@@ -106,8 +138,16 @@ export class Deployment extends Context.Tag("@cairn/server/Deployment")<Deployme
       }
       if (problems.length > 0) return yield* new CatalogError({ problems })
       const operations = yield* OperationCatalog.make(catalog, definition.handlers)
-      return { root: definition.root, catalog, policy, operations, databases: definition.databases, selectorClaim }
+      return { root: definition.root, catalog, policy, operations, databases: definition.databases, selectorClaim, invisible: invisibleDefinitions(definition.root, definition.policy) }
     })
 
-  static readonly layer = (definition: DeploymentDefinition) => Layer.effect(Deployment, Deployment.make(definition))
+  /** Compiles the deployment at startup and warns, once, about definitions visible to no one. */
+  static readonly layer = (definition: DeploymentDefinition) =>
+    Layer.effect(
+      Deployment,
+      Effect.tap(Deployment.make(definition), (deployment) => {
+        const warning = invisibleWarning(deployment.invisible)
+        return warning === undefined ? Effect.void : Effect.logWarning(warning)
+      })
+    )
 }

@@ -3,7 +3,7 @@
 // with every problem listed at once.
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
-import { trackerDeployment } from "@cairn/tracker/application"
+import { trackerDeployment } from "@cairn/testkit/fixture/application"
 import { Deployment } from "../src/Deployment.js"
 
 describe("Deployment", () => {

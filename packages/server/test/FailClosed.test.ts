@@ -19,7 +19,7 @@ import { IdentityConfigError, IdentityLive } from "@cairn/server/IdentityLive"
 import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { TestHookRoutes } from "@cairn/server/TestHooks"
 import { SyncConfig } from "@cairn/sync/SyncConfig"
-import { trackerDeployment } from "@cairn/tracker/application"
+import { trackerDeployment } from "@cairn/testkit/fixture/application"
 import { Effect, Layer, Redacted } from "effect"
 
 const settings: SettingsShape = {

@@ -32,9 +32,10 @@ export type HandlersOf<Os extends ReadonlyArray<Operation.Any>, Es extends Entit
 }
 
 /**
- * Types handlers against definitions: `{ entities, operations }` (a root schema works
- * too, with looser types). `OperationCatalog.make` checks at startup that every
- * operation of the compiled catalog has exactly one handler.
+ * Types handlers against definitions: the application's root schema (so adding an
+ * operation to the root schema is the only list to edit), or any `{ entities, operations }`.
+ * `OperationCatalog.make` checks at startup that every operation of the compiled
+ * catalog has exactly one handler.
  */
 export const make = <const Es extends Entities, const Os extends ReadonlyArray<Operation.Any>>(
   _definitions: { readonly entities: Es; readonly operations: Os },

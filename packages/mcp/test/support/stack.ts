@@ -26,7 +26,7 @@ import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { DevAuthServer as DevAuth } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { DevIssuerLive } from "@cairn/devauth/DevIssuer"
-import { trackerApplication } from "@cairn/tracker/application"
+import { trackerApplication } from "@cairn/testkit/fixture/application"
 import { ConfigProvider, Effect, Layer } from "effect"
 import { freePort } from "@cairn/testkit/freePort"
 
