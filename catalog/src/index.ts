@@ -1,5 +1,4 @@
 export * as tracker from "./tracker.js"
-export * as synthetic from "./synthetic.js"
 export * as policy from "./policy.js"
 export * as handlers from "./handlers.js"
 export * as application from "./application.js"
