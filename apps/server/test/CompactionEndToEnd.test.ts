@@ -5,7 +5,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Effect, Schedule } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { startApp } from "./support/app.js"
-import { rpc, sync } from "./support/wire.js"
+import { rpc, sync } from "@cairn/testkit/Wire"
 
 const compacted = (base: string) =>
   Effect.promise(async () => {

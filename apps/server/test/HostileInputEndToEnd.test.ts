@@ -9,7 +9,7 @@ import fc from "fast-check"
 import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { startApp } from "./support/app.js"
-import { mcp, RawJson, rpc, sync } from "./support/wire.js"
+import { mcp, RawJson, rpc, sync } from "@cairn/testkit/Wire"
 
 /** A JSON text that is one hostile value; built as text, since some cannot be built as values. */
 const hostileValue: fc.Arbitrary<string> = fc.oneof(

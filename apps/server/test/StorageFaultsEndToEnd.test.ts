@@ -13,7 +13,7 @@ import { databaseId } from "@cairn/store/Databases"
 import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
-import { type Answer, mcp, rpc, sync } from "./support/wire.js"
+import { type Answer, mcp, rpc, sync } from "@cairn/testkit/Wire"
 
 const entity = (name: string) => ({ kind: "entity", name })
 const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }

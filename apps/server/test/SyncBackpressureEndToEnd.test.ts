@@ -18,7 +18,7 @@ import type { SyncMessage, SyncScope } from "@cairn/domain/Sync"
 import { Position } from "@cairn/store"
 import { Effect, Option, Stream } from "effect"
 import { type Running, startApp, type Who } from "./support/app.js"
-import { sync } from "./support/wire.js"
+import { sync } from "@cairn/testkit/Wire"
 
 setFlagsFromString("--expose-gc")
 const gc = runInNewContext("gc") as () => void

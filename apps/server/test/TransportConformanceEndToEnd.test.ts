@@ -15,7 +15,7 @@ import { databaseId } from "@cairn/store/Databases"
 import { Effect, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
-import { type Answer, mcp, RawJson, rpc, sync } from "./support/wire.js"
+import { type Answer, mcp, RawJson, rpc, sync } from "@cairn/testkit/Wire"
 
 const entity = (name: string) => ({ kind: "entity", name })
 const operation = (owner: string, name: string) => ({ kind: "operation", owner: entity(owner), name })

@@ -1,7 +1,6 @@
 // The notes example served by the same `App` as `npm start` serves the tracker, in process on
 // free 127.0.0.1 ports with a fresh data directory; tokens signed by the development issuer
-// with whatever verified claims a test needs; and raw calls on RPC, MCP and sync, as any
-// HTTP client makes them.
+// with whatever verified claims a test needs; raw calls on RPC, MCP and sync are testkit's `Wire`.
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -10,6 +9,7 @@ import { accessScopes } from "@cairn/domain/AccessScope"
 import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { App } from "@cairn/server-app/App"
 import { freePort } from "@cairn/testkit/freePort"
+import * as Wire from "@cairn/testkit/Wire"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { notesDeployment } from "../src/application.js"
 
@@ -57,71 +57,8 @@ export const startNotes = Effect.gen(function* () {
   return { base, token } satisfies Running
 })
 
-/** What one call answered: the HTTP status, a public error or a value, and the raw text. */
-export interface Answer {
-  readonly status: number
-  readonly error?: { readonly code: string; readonly message: string }
-  readonly value?: any
-  readonly text: string
-  readonly headers: Headers
-}
+/** A snapshot on `/db/sync` small enough for one page: its first (and only) answer. */
+export const snapshot = (app: Running, token: string, payload: unknown) => Wire.sync(app, token, "SyncSnapshot", payload)
 
-const codeOfTag: Readonly<Record<string, string>> = {
-  InvalidQuery: "invalid_query",
-  UnknownDefinition: "unknown_definition",
-  InvalidInput: "invalid_input",
-  Inaccessible: "inaccessible",
-  CatalogChanged: "catalog_changed",
-  QueryBudgetExceeded: "query_budget_exceeded",
-  OperationRejected: "operation_rejected",
-  InvocationConflict: "invocation_conflict"
-}
-
-const fromExit = (status: number, text: string, headers: Headers, exit: any): Answer => {
-  if (exit?._tag === "Success") return { status, value: exit.value, text, headers }
-  const error = exit?.cause?._tag === "Fail" ? exit.cause.error : undefined
-  return error && codeOfTag[error._tag] ? { status, error: { code: codeOfTag[error._tag]!, message: error.message }, text, headers } : { status, text, headers }
-}
-
-const post = (url: string, token: string, body: string, headers: Record<string, string>) =>
-  Effect.promise(async () => {
-    const response = await fetch(url, { method: "POST", headers: { authorization: `Bearer ${token}`, ...headers }, body })
-    return { status: response.status, text: await response.text(), headers: response.headers }
-  })
-
-/** One RPC on `/db/rpc`. */
-export const rpc = (app: Running, token: string, tag: "Describe" | "Query" | "Mutate", payload: unknown) =>
-  Effect.map(
-    post(`${app.base}/db/rpc`, token, JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] }), { "content-type": "application/json" }),
-    ({ status, text, headers }): Answer =>
-      status !== 200 ? { status, text, headers } : fromExit(status, text, headers, (JSON.parse(text) as Array<any>).find((m) => m._tag === "Exit")?.exit)
-  )
-
-/** One `tools/call` on `/mcp`. */
-export const mcp = (app: Running, token: string, tool: "describe" | "query" | "mutate", args: unknown) =>
-  Effect.map(
-    post(`${app.base}/mcp`, token, JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: tool, arguments: args } }), {
-      "content-type": "application/json",
-      accept: "application/json, text/event-stream",
-      "mcp-protocol-version": "2025-06-18"
-    }),
-    ({ status, text, headers }): Answer => {
-      if (status !== 200) return { status, text, headers }
-      const result = JSON.parse(text).result
-      if (result?.isError) return { status, error: { code: result.structuredContent.code, message: result.structuredContent.message }, text, headers }
-      return { status, value: result?.structuredContent, text, headers }
-    }
-  )
-
-/** A snapshot on `/db/sync` small enough for one page: its records' entity and record. */
-export const snapshot = (app: Running, token: string, payload: unknown) =>
-  Effect.map(
-    post(`${app.base}/db/sync`, token, `${JSON.stringify({ _tag: "Request", id: "1", tag: "SyncSnapshot", payload, headers: [] })}\n`, {
-      "content-type": "application/ndjson"
-    }),
-    ({ status, text, headers }): Answer => {
-      if (status !== 200) return { status, text, headers }
-      const first = JSON.parse(text.split("\n")[0]!)
-      return fromExit(status, text, headers, first._tag === "Chunk" ? { _tag: "Success", value: first.values[0] } : first.exit)
-    }
-  )
+export const { mcp, rpc } = Wire
+export type Answer = Wire.Answer

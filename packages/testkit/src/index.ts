@@ -1,1 +1,2 @@
 export * as freePort from "./freePort.js"
+export * as Wire from "./Wire.js"

@@ -1,8 +1,16 @@
-// Raw calls on each way in, as any HTTP client would make them, normalized to what a
-// caller sees: the HTTP status, and either a public error (code, message, recovery),
-// a success, or the HTTP layer's refusal body. The conformance suite compares them.
-import { Effect } from "effect"
-import type { Running } from "./app.js"
+/**
+ * Raw calls on each way in (`/db/rpc`, `/db/sync`, `/mcp`), as any HTTP client would make
+ * them, normalized to what a caller sees: the HTTP status, and either a public error (code,
+ * message, recovery), a success, or the HTTP layer's refusal body. For end-to-end tests of
+ * any app served by `App`.
+ */
+import { PublicError } from "@cairn/domain/PublicError"
+import { Effect, Option, Schema } from "effect"
+
+/** A server to call: only its base URL matters here. */
+export interface Target {
+  readonly base: string
+}
 
 /** What one call answered, transport aside. */
 export interface Answer {
@@ -10,7 +18,8 @@ export interface Answer {
   /** The public error, when the engine answered with one of the eight codes. */
   readonly error?: { readonly code: string; readonly message: string; readonly recovery?: string; readonly limit?: string }
   /** The success value (an RPC success, a tool result, the first sync message). */
-  readonly value?: unknown
+  // Tests read the shape they asked for; the transport only promises JSON.
+  readonly value?: any
   /** The raw body text: what must never carry internals. */
   readonly text: string
   readonly headers: Headers
@@ -23,41 +32,15 @@ export class RawJson {
 
 const encode = (payload: unknown): string => (payload instanceof RawJson ? payload.text : JSON.stringify(payload))
 
-const codeOfTag: Readonly<Record<string, string>> = {
-  InvalidQuery: "invalid_query",
-  UnknownDefinition: "unknown_definition",
-  InvalidInput: "invalid_input",
-  Inaccessible: "inaccessible",
-  CatalogChanged: "catalog_changed",
-  QueryBudgetExceeded: "query_budget_exceeded",
-  OperationRejected: "operation_rejected",
-  InvocationConflict: "invocation_conflict"
-}
-
-const recoveryOfCode: Readonly<Record<string, string>> = {
-  invalid_query: "Correct the document; do not repeat it unchanged.",
-  unknown_definition: "Rediscover the exact definition with describe.",
-  invalid_input: "Correct the input from the schema published by describe.",
-  inaccessible: "Stop, or ask the user for access.",
-  catalog_changed: "Call describe and rebuild the request against the current catalog.",
-  query_budget_exceeded: "Narrow the selection, path depth, filters or page size.",
-  operation_rejected: "Present the public reason to the user; do not retry blindly.",
-  invocation_conflict: "Fix the caller's state; use a new invocationId only for a new intent."
-}
-
+/** The public error a failed RPC exit carries, as the domain decodes it (its code and recovery are the domain's). */
+const decodePublicError = Schema.decodeUnknownOption(PublicError)
 const fromExit = (status: number, text: string, headers: Headers, exit: any): Answer => {
   if (exit?._tag === "Success") return { status, value: exit.value, text, headers }
-  const error = exit?.cause?._tag === "Fail" ? exit.cause.error : undefined
-  if (error && codeOfTag[error._tag]) {
-    const code = codeOfTag[error._tag]!
-    return {
-      status,
-      error: { code, message: error.message, recovery: recoveryOfCode[code]!, ...(error.limit ? { limit: error.limit } : {}) },
-      text,
-      headers
-    }
-  }
-  return { status, text, headers }
+  const error = exit?.cause?._tag === "Fail" ? decodePublicError(exit.cause.error) : Option.none()
+  if (Option.isNone(error)) return { status, text, headers }
+  const { code, message, recovery } = error.value
+  const limit = error.value._tag === "QueryBudgetExceeded" ? { limit: error.value.limit } : {}
+  return { status, error: { code, message, recovery, ...limit }, text, headers }
 }
 
 const send = (url: string, token: string, body: string, headers: Record<string, string>) =>
@@ -67,7 +50,7 @@ const send = (url: string, token: string, body: string, headers: Record<string, 
   })
 
 /** One RPC on `/db/rpc` (JSON). */
-export const rpc = (app: Running, token: string, tag: "Describe" | "Query" | "Mutate", payload: unknown) =>
+export const rpc = (app: Target, token: string, tag: "Describe" | "Query" | "Mutate", payload: unknown) =>
   Effect.map(
     send(`${app.base}/db/rpc`, token, `{"_tag":"Request","id":"1","tag":"${tag}","payload":${encode(payload)},"headers":[]}`, { "content-type": "application/json" }),
     ({ status, text, headers }) => {
@@ -78,7 +61,7 @@ export const rpc = (app: Running, token: string, tag: "Describe" | "Query" | "Mu
   )
 
 /** One sync RPC on `/db/sync` (NDJSON); a stream answers with its first message. */
-export const sync = (app: Running, token: string, tag: "SyncSnapshot" | "SyncChanges", payload: unknown) =>
+export const sync = (app: Target, token: string, tag: "SyncSnapshot" | "SyncChanges", payload: unknown) =>
   Effect.map(
     Effect.promise(async () => {
       const controller = new AbortController()
@@ -108,7 +91,7 @@ export const sync = (app: Running, token: string, tag: "SyncSnapshot" | "SyncCha
   )
 
 /** One `tools/call` on `/mcp` (stateless JSON-RPC, no session). */
-export const mcp = (app: Running, token: string, tool: string, args: unknown) =>
+export const mcp = (app: Target, token: string, tool: string, args: unknown) =>
   Effect.map(
     send(
       `${app.base}/mcp`,
