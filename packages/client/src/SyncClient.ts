@@ -2,18 +2,19 @@
  * The Node sync client: keeps a local SQLite copy of a sync scope current. It restores
  * from disk, resumes from its durable cursor, follows resnapshot instructions by
  * discarding and refetching, and never uses data whose principal or database differs.
+ * The protocol loop itself is `SyncLoop`, shared with the browser client.
  */
-import { FetchHttpClient, HttpClient, HttpClientError, HttpClientRequest, type HttpClientResponse } from "@effect/platform"
-import { RpcClient, type RpcClientError, RpcSerialization } from "@effect/rpc"
+import type { RpcClientError } from "@effect/rpc"
 import type { SqlError } from "@effect/sql"
 import { type PublicError } from "@cairn/domain/PublicError"
-import { type SnapshotPage, type SyncBatch, type SyncCheckpoint, type SyncMessage, type SyncScope } from "@cairn/domain/Sync"
-import { SyncRpcs } from "@cairn/domain/SyncRpcs"
-import { Context, Deferred, Effect, Layer, Option, Ref, Schedule, type Scope, Stream, SubscriptionRef } from "effect"
+import { type SyncScope } from "@cairn/domain/Sync"
+import { Context, Effect, Layer, type Schedule, type Stream, type SubscriptionRef } from "effect"
+import * as SyncLoop from "./SyncLoop.js"
 import { type LocalRecord, SyncStore, type SyncStoreShape } from "./SyncStore.js"
 
-/** The typed sync RPCs, however they are transported. */
-export type SyncRpcClient = RpcClient.FromGroup<typeof SyncRpcs, RpcClientError.RpcClientError>
+export type SyncRpcClient = SyncLoop.SyncRpcClient
+export type SyncStatus = SyncLoop.SyncStatus
+export type HttpOptions = SyncLoop.HttpOptions
 
 export type SyncClientError = PublicError | RpcClientError.RpcClientError | SqlError.SqlError
 
@@ -24,14 +25,6 @@ export interface SyncClientOptions {
   readonly rpc: SyncRpcClient
   /** How the live loop retries after a transport failure. */
   readonly retry?: Schedule.Schedule<unknown, unknown>
-}
-
-export interface SyncStatus {
-  /** The checkpoint the local data is current to, if any. */
-  readonly checkpoint: Option.Option<SyncCheckpoint>
-  /** Whether this session confirmed the local data belongs to the current principal and database. */
-  readonly confirmed: boolean
-  readonly resnapshots: number
 }
 
 export interface SyncClientShape {
@@ -45,186 +38,22 @@ export interface SyncClientShape {
   readonly live: (entity: string) => Stream.Stream<ReadonlyArray<LocalRecord>, SqlError.SqlError>
 }
 
-/** Canonical JSON, so the same scope always has the same key. */
-export const scopeKey = (scope: SyncScope): string =>
-  JSON.stringify(scope, (_key, v: unknown) =>
-    v !== null && typeof v === "object" && !Array.isArray(v)
-      ? Object.fromEntries(Object.entries(v as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
-      : v
-  )
-
-const sameIdentity = (a: SyncCheckpoint, b: SyncCheckpoint) => a.subject === b.subject && a.database === b.database
+export const scopeKey = SyncLoop.scopeKey
+export const isWrongEndpoint = SyncLoop.isWrongEndpoint
 
 const make = Effect.fn("SyncClient.make")(function* (options: SyncClientOptions) {
   const store = yield* SyncStore.open(options.file)
-  const key = scopeKey(options.scope)
-  const initial = yield* store.state
-  const status = yield* SubscriptionRef.make<SyncStatus>({
-    checkpoint: Option.map(initial, (s) => s.checkpoint),
-    confirmed: false,
-    resnapshots: 0
+  const loop = yield* SyncLoop.make(store, {
+    scope: options.scope,
+    rpc: options.rpc,
+    ...(options.retry !== undefined ? { retry: options.retry } : {})
   })
-  const ready = yield* Deferred.make<void>()
-  // Only one synchronization touches the store at a time.
-  const lock = yield* Effect.makeSemaphore(1)
-
-  const confirm = (checkpoint: SyncCheckpoint) =>
-    Effect.zipRight(
-      SubscriptionRef.update(status, (s) => ({ ...s, checkpoint: Option.some(checkpoint), confirmed: true })),
-      Deferred.succeed(ready, undefined)
-    )
-
-  const forget = Effect.zipRight(
-    store.discard,
-    SubscriptionRef.update(status, (s) => ({ ...s, checkpoint: Option.none() }))
-  )
-
-  const snapshot: Effect.Effect<SyncCheckpoint, SyncClientError> = Effect.gen(function* () {
-    const staged = yield* store.staged
-    let after = Option.isSome(staged) && staged.value.scopeKey === key ? staged.value.next : undefined
-    if (after === undefined) yield* store.beginSnapshot(key)
-    for (;;) {
-      const page: SnapshotPage = yield* options.rpc
-        .SyncSnapshot({ scope: options.scope, ...(after !== undefined ? { after } : {}) })
-        .pipe(
-          // A continuation from an earlier session may no longer hold: start over once.
-          Effect.catchIf(
-            (e) => after !== undefined && e._tag === "InvalidQuery",
-            () => Effect.zipRight(store.beginSnapshot(key), options.rpc.SyncSnapshot({ scope: options.scope }))
-          )
-        )
-      if (page.checkpoint !== undefined) {
-        yield* store.commitSnapshot(key, page.records, page.checkpoint)
-        return page.checkpoint
-      }
-      if (page.next === undefined) return yield* Effect.dieMessage("snapshot page without next or checkpoint")
-      yield* store.stagePage(page.records, page.next)
-      after = page.next
-    }
-  })
-
-  /** Where to resume from, after discarding data synced for another scope. */
-  const startingPoint = Effect.gen(function* () {
-    const state = yield* store.state
-    if (Option.isSome(state) && state.value.scopeKey === key) return state.value.checkpoint
-    if (Option.isSome(state)) yield* forget
-    const checkpoint = yield* snapshot
-    yield* confirm(checkpoint)
-    return checkpoint
-  })
-
-  /**
-   * Follows one changes stream. Returns `true` when a resnapshot is needed, `false`
-   * when the stream ended (caught up, non-live).
-   */
-  const follow = (from: SyncCheckpoint, live: boolean) =>
-    Effect.gen(function* () {
-      const current = yield* Ref.make(from)
-      const handle = (message: SyncMessage) =>
-        Effect.gen(function* () {
-          if (message._tag === "Resnapshot") return true
-          const batch: SyncBatch = message
-          const stored = yield* Ref.get(current)
-          // Never merge facts from another principal or database into the stored ones.
-          if (!sameIdentity(stored, batch.checkpoint)) return true
-          yield* store.apply(batch.changes, batch.checkpoint)
-          yield* Ref.set(current, batch.checkpoint)
-          yield* confirm(batch.checkpoint)
-          return false
-        })
-      return yield* options.rpc.SyncChanges({ scope: options.scope, cursor: from.cursor, live }).pipe(
-        Stream.mapEffect(handle),
-        Stream.takeUntil((again) => again),
-        Stream.runLast,
-        Effect.map((last) => Option.getOrElse(last, () => false))
-      )
-    })
-
-  const cycle = (live: boolean): Effect.Effect<void, SyncClientError> =>
-    Effect.gen(function* () {
-      for (;;) {
-        const from = yield* startingPoint
-        const again = yield* follow(from, live)
-        if (!again) return
-        // Discard first: nothing of the old view stays visible while the new one arrives.
-        yield* forget
-        yield* SubscriptionRef.update(status, (s) => ({ ...s, resnapshots: s.resnapshots + 1 }))
-      }
-    })
-
-  const syncOnce = lock.withPermits(1)(cycle(false)).pipe(Effect.withSpan("SyncClient.syncOnce"))
-
-  const retry = options.retry ?? Schedule.exponential("100 millis").pipe(Schedule.either(Schedule.spaced("5 seconds")))
-  const run = lock
-    .withPermits(1)(cycle(true))
-    .pipe(
-      // The network may come back; a wrong endpoint or a refused token will not.
-      Effect.retry({ schedule: retry, while: (e) => e._tag === "RpcClientError" && !isWrongEndpoint(e) }),
-      // A live stream ends only when the server lets it go (a restart): reconnect after a pause.
-      Effect.zipRight(Effect.sleep("1 second")),
-      Effect.forever,
-      Effect.withSpan("SyncClient.run")
-    )
-
-  const live = (entity: string) => Stream.unwrap(Effect.as(Deferred.await(ready), store.watch(entity)))
-
-  return { store, status, syncOnce, run, live } satisfies SyncClientShape
+  return { ...loop, store } satisfies SyncClientShape
 })
-
-export interface HttpOptions {
-  /** The sync endpoint, e.g. `https://example.com/db/sync`. */
-  readonly url: string
-  /** The bearer token, read for every request so it can be refreshed. */
-  readonly token: Effect.Effect<string>
-}
-
-/**
- * An answer that is not a sync stream: a wrong URL (another route, another server), a
- * refused token or a server error. Reported at once with what was expected, instead of
- * waiting on a body that will never hold a sync message; the live loop does not retry it.
- */
-const notSync = (response: HttpClientResponse.HttpClientResponse) => {
-  const type = response.headers["content-type"] ?? "no content type"
-  const description =
-    response.status >= 200 && response.status < 300
-      ? `${response.request.url} answered ${type}, not a Cairn sync stream (application/ndjson): check that the URL is the server's /db/sync`
-      : `${response.request.url} answered HTTP ${response.status}${response.status === 404 ? ": check that the URL is the server's /db/sync" : ""}`
-  return new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode", description })
-}
-
-const isSyncStream = (response: HttpClientResponse.HttpClientResponse) =>
-  response.status >= 200 && response.status < 300 && (response.headers["content-type"] ?? "").startsWith("application/ndjson")
-
-/** Whether a client error says the endpoint is wrong (not worth retrying), rather than the network failed. */
-export const isWrongEndpoint = (error: SyncClientError): boolean =>
-  error._tag === "RpcClientError" && error.cause instanceof HttpClientError.ResponseError
-
-/** The sync RPCs over streaming HTTP (NDJSON) with a bearer token. */
-const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>
-  RpcClient.make(SyncRpcs).pipe(
-    Effect.provide(
-      RpcClient.layerProtocolHttp({ url: options.url }).pipe(
-        Layer.provide([
-          RpcSerialization.layerNdjson,
-          Layer.effect(
-            HttpClient.HttpClient,
-            Effect.map(HttpClient.HttpClient, (client) =>
-              client.pipe(
-                HttpClient.mapRequestEffect((request) => Effect.map(options.token, (token) => HttpClientRequest.bearerToken(request, token))),
-                HttpClient.transformResponse(
-                  Effect.flatMap((response) => (isSyncStream(response) ? Effect.succeed(response) : Effect.fail(notSync(response))))
-                )
-              )
-            )
-          ).pipe(Layer.provide(FetchHttpClient.layer))
-        ])
-      )
-    )
-  )
 
 export class SyncClient extends Context.Tag("@cairn/client/SyncClient")<SyncClient, SyncClientShape>() {
   static readonly make = make
-  static readonly http = http
+  static readonly http = SyncLoop.http
   /** A client whose live loop runs in the background for the layer's lifetime. */
   static readonly layer = (options: SyncClientOptions) =>
     Layer.scoped(

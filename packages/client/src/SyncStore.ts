@@ -9,6 +9,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import type { SyncChange, SyncCheckpoint, SyncRecord } from "@cairn/domain/Sync"
 import { Context, Effect, Layer, Option, type Scope, type Stream } from "effect"
+import type { LocalRecord, StagedSnapshot, StoredState } from "./SyncLoop.js"
 
 /** What a stored snapshot belongs to: checked before the data is used. */
 export interface StoredIdentity {
@@ -16,22 +17,7 @@ export interface StoredIdentity {
   readonly database: string
 }
 
-export interface StoredState {
-  /** Canonical JSON of the scope the data was synced for. */
-  readonly scopeKey: string
-  readonly checkpoint: SyncCheckpoint
-}
-
-/** A snapshot that was arriving when the client stopped. */
-export interface StagedSnapshot {
-  readonly scopeKey: string
-  readonly next: string
-}
-
-export interface LocalRecord {
-  readonly id: string
-  readonly record: Readonly<Record<string, unknown>>
-}
+export type { LocalRecord, StagedSnapshot, StoredState } from "./SyncLoop.js"
 
 export interface SyncStoreShape {
   readonly state: Effect.Effect<Option.Option<StoredState>, SqlError.SqlError>

@@ -1,8 +1,12 @@
 /**
- * `@cairn/client`: the typed data plane over HTTP and the generated bindings' runtime. This entry is
- * browser-safe (fetch only); the sync client and its local SQLite store are Node-only: `@cairn/client/node`.
+ * `@cairn/client`: the typed data plane over HTTP, the generated bindings' runtime, and the browser
+ * sync client (IndexedDB, one leading tab). This entry is browser-safe (fetch, IndexedDB, Web Locks);
+ * the Node sync client and its local SQLite store are in `@cairn/client/node`.
  */
 export * as CairnClient from "./CairnClient.js"
 export * as TransportError from "./TransportError.js"
 export * as InvocationId from "./InvocationId.js"
 export * as Bindings from "./Bindings.js"
+export * as SyncLoop from "./SyncLoop.js"
+export * as IndexedDbStore from "./IndexedDbStore.js"
+export * as BrowserSyncClient from "./BrowserSyncClient.js"
