@@ -14,21 +14,23 @@ import { EngineLimitsLive } from "@cairn/server/EngineLimits"
 import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
 import { IdentityLive } from "@cairn/server/IdentityLive"
 import { Limits } from "@cairn/server/Limits"
+import { type Settings } from "@cairn/server/Settings"
 import { serve } from "@cairn/server/Server"
 import { TestHookRoutes, TestHooks } from "@cairn/server/TestHooks"
 import { DevAuthServer } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
-import { Layer } from "effect"
+import { type ConfigError, Layer } from "effect"
+import { type HttpLayerRouter } from "@effect/platform"
 
 /** The engine every route calls, with the operator's budgets. */
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 
-/** Needs `Settings`; everything else comes from the definition and the `CAIRN_*` environment. */
-export const App = (definition: DeploymentDefinition) =>
+/** Needs `Settings`; `pages` are extra static routes (the demo page). Everything else comes from the definition and the `CAIRN_*` environment. */
+export const App = (definition: DeploymentDefinition, pages: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter> = Layer.empty) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes, pages)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)

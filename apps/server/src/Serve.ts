@@ -3,14 +3,15 @@
  * then the whole `App` until SIGINT or SIGTERM. Settings problems are listed together on
  * stderr (exit 2); any other failure to start is one line (exit 1).
  */
-import { Console, Effect, Layer } from "effect"
+import { type ConfigError, Console, Effect, Layer } from "effect"
+import { type HttpLayerRouter } from "@effect/platform"
 import { type DeploymentDefinition } from "@cairn/server/Deployment"
 import { Settings } from "@cairn/server/Settings"
 import { launch } from "@cairn/server/Startup"
 import { App } from "./App.js"
 
-export const serveDeployment = (definition: DeploymentDefinition): Effect.Effect<void> =>
-  launch(App(definition).pipe(Layer.provide(Settings.layerConfig))).pipe(
+export const serveDeployment = (definition: DeploymentDefinition, pages?: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter>): Effect.Effect<void> =>
+  launch(App(definition, pages).pipe(Layer.provide(Settings.layerConfig))).pipe(
     Effect.catchTag("StartupFailed", (failed) =>
       Effect.zipRight(Console.error(failed.message), Effect.sync(() => process.exit(failed.exitCode)))
     )

@@ -24,7 +24,16 @@ export interface DevAuthServerOptions {
   readonly signingKey: JWK
   /** Resource indicators tokens may be issued for, e.g. `{base}/mcp` and `{base}/db`. */
   readonly resources: ReadonlyArray<string>
+  /**
+   * Public clients (no secret: authorization code + PKCE from a browser) registered up front, e.g.
+   * the demo page served at the deployment's `/`. Their redirect URIs' origins may call the token
+   * endpoint cross-origin (oidc-provider's client-based CORS).
+   */
+  readonly publicClients?: ReadonlyArray<{ readonly clientId: string; readonly redirectUris: ReadonlyArray<string> }>
 }
+
+/** The demo page's client: `{base}/` signs in with authorization code + PKCE in the browser. */
+export const demoClientId = "cairn-demo"
 
 export interface DevAuthServerShape {
   readonly issuer: string
@@ -107,7 +116,17 @@ export const makeProvider = (oidc: OidcProvider, options: DevAuthServerOptions) 
   const chosen = new Map<string, Chosen>()
   const kid = options.signingKey.kid
   const provider = new Provider(options.issuer, {
+    clients: (options.publicClients ?? []).map((c) => ({
+      client_id: c.clientId,
+      redirect_uris: [...c.redirectUris],
+      token_endpoint_auth_method: "none",
+      grant_types: ["authorization_code"],
+      response_types: ["code"]
+    })),
     jwks: { keys: [options.signingKey as any] },
+    // Browsers may call the token endpoint only from a public client's own redirect origins.
+    clientBasedCORS: (_ctx, origin, client) =>
+      client.clientAuthMethod === "none" && (client.redirectUris ?? []).some((uri) => URL.canParse(uri) && new URL(uri).origin === origin),
     cookies: { keys: [randomBytes(32).toString("base64url")] },
     scopes: ["openid", "offline_access", ...accessScopes],
     claims: { openid: ["sub"] },
@@ -276,6 +295,9 @@ const refuseProduction = Effect.gen(function* () {
 /** The resources of this deployment tokens may be bound to: `{base}/mcp` first (the default), then `{base}/db`. */
 const resourcesOf = (baseUrl: string) => [`${baseUrl}/mcp`, `${baseUrl}/db`]
 
+/** The demo page at `{base}/`, registered as a public client. */
+const demoClientsOf = (baseUrl: string) => [{ clientId: demoClientId, redirectUris: [`${baseUrl}/`] }]
+
 /**
  * The server as a scoped layer with explicit options. Refuses to start in `production`
  * (and in an unrecognized stage), where the operator configures an external issuer.
@@ -289,7 +311,12 @@ export const layer = Layer.scoped(
   Effect.gen(function* () {
     const settings = yield* refuseProduction
     const dev = yield* DevIssuer
-    return yield* make({ issuer: dev.issuer, signingKey: dev.key.privateJwk, resources: resourcesOf(settings.baseUrl) })
+    return yield* make({
+      issuer: dev.issuer,
+      signingKey: dev.key.privateJwk,
+      resources: resourcesOf(settings.baseUrl),
+      publicClients: demoClientsOf(settings.baseUrl)
+    })
   })
 )
 
@@ -304,7 +331,12 @@ export const DevAuthServerLive = Layer.scopedDiscard(
     if (Option.isSome(external) && external.value.trim() !== "") return
     const settings = yield* refuseProduction
     const dev = yield* devIssuer
-    yield* make({ issuer: dev.issuer, signingKey: dev.key.privateJwk, resources: resourcesOf(settings.baseUrl) })
+    yield* make({
+      issuer: dev.issuer,
+      signingKey: dev.key.privateJwk,
+      resources: resourcesOf(settings.baseUrl),
+      publicClients: demoClientsOf(settings.baseUrl)
+    })
   })
 )
 

@@ -49,6 +49,8 @@ export interface StartOptions {
   readonly restartOf?: Running
   /** The deployment to serve; the tracker by default. */
   readonly deployment?: DeploymentDefinition
+  /** Extra routes, e.g. the demo page (`DemoPage`) that `npm start` serves. */
+  readonly pages?: Parameters<typeof App>[1]
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
 }
@@ -82,7 +84,7 @@ export const startApp = (options: StartOptions = {}) =>
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
         Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning))
       )
-    yield* Layer.build(provided(App(options.deployment ?? trackerDeployment)))
+    yield* Layer.build(provided(App(options.deployment ?? trackerDeployment, options.pages)))
 
     const dev = yield* devIssuer.pipe(
       Effect.provideService(Settings, settings),
