@@ -62,6 +62,7 @@ export const DemoPage = Layer.unwrapEffect(
     const script = yield* Effect.cached(bundle)
     const html = readFileSync(web("index.html"), "utf8")
     const css = readFileSync(web("demo.css"), "utf8")
+    const icon = readFileSync(web("favicon.svg"), "utf8")
     const config = {
       issuer,
       // oidc-provider's endpoints, as the development authorization server serves them.
@@ -75,6 +76,8 @@ export const DemoPage = Layer.unwrapEffect(
       HttpServerResponse.text(body, { contentType, headers: { ...headers, "cache-control": "no-cache" } })
     return Layer.mergeAll(
       HttpLayerRouter.add("GET", "/", Effect.succeed(text(html, "text/html; charset=utf-8"))),
+      // Browsers ask for /favicon.ico whatever the page links: answer it rather than log a 404.
+      HttpLayerRouter.add("GET", "/favicon.ico", Effect.succeed(text(icon, "image/svg+xml"))),
       HttpLayerRouter.add("GET", "/demo.css", Effect.succeed(text(css, "text/css; charset=utf-8"))),
       HttpLayerRouter.add("GET", "/demo-config.json", Effect.succeed(text(JSON.stringify(config), "application/json"))),
       HttpLayerRouter.add(

@@ -8,6 +8,7 @@ import { DemoPage } from "../src/DemoPage.js"
 import { chromiumPath, launch, newContext, screenshotPath, signIn, skipReason, watchErrors } from "./support/browser.js"
 import { startApp } from "./support/app.js"
 import { existsSync } from "node:fs"
+import { CairnClient } from "@cairn/client/CairnClient"
 
 /** How long another browser may take to show a commit (generous: a shared 2-core machine). */
 const convergeMs = 15_000
@@ -40,5 +41,141 @@ describe.skipIf(chromiumPath === undefined)("the demo page in Chromium", () => {
       })
       assert.isTrue(existsSync(screenshotPath("demo")))
       assert.deepStrictEqual(errors, [])
+    }))
+
+  it.scopedLive("a reload renders the local copy before the network answers; a pending mutation survives it and commits once", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const browser = yield* launch
+      const page = yield* Effect.flatMap(newContext(browser), (c) => Effect.promise(() => c.newPage()))
+      const errors = watchErrors(page)
+      const sent: Array<string> = []
+      const count = yield* Effect.promise(async () => {
+        await signIn(page, app.base, { sub: "alice", org: "acme", roles: "admin" })
+        await page.getByLabel("New project name").fill("Offline")
+        await page.getByRole("button", { name: "Create project" }).click()
+        await page.locator('#projects li[data-pending="false"]', { hasText: "Offline" }).waitFor({ timeout: convergeMs })
+        await page.getByLabel("New task title").fill("Synced before")
+        await page.getByRole("button", { name: "Add task" }).click()
+        await page.locator('#tasks li[data-pending="false"]', { hasText: "Synced before" }).waitFor({ timeout: convergeMs })
+
+        // The sync stream never answers: the list still comes back, from IndexedDB.
+        await page.route("**/db/sync", () => undefined)
+        await page.reload()
+        await page.locator('#tasks li[data-pending="false"]', { hasText: "Synced before" }).waitFor({ timeout: convergeMs })
+        assert.strictEqual(await page.locator("body").getAttribute("data-confirmed"), "false")
+        await page.unroute("**/db/sync")
+        await page.reload()
+        await page.locator('body[data-confirmed="true"]').waitFor({ timeout: convergeMs })
+
+        // Mutations reach the server and commit, but their answers are lost.
+        await page.route("**/db/rpc", async (route) => {
+          const body = route.request().postData() ?? ""
+          const id = /"invocationId":"([^"]+)"/.exec(body)?.[1]
+          if (id !== undefined) sent.push(id)
+          await route.fetch()
+          await route.abort("connectionreset")
+        })
+        await page.getByLabel("New task title").fill("Survives reload")
+        await page.getByRole("button", { name: "Add task" }).click()
+        await page.locator('#tasks li[data-pending="true"]', { hasText: "Survives reload" }).waitFor({ timeout: 2_000 })
+        await page.waitForFunction(() => true, undefined, { timeout: 100 })
+        while (sent.length === 0) await new Promise((r) => setTimeout(r, 50))
+        await page.reload()
+        // Still pending after the reload, from the outbox; then resent with the same invocationId.
+        await page.locator('#tasks li[data-pending="true"]', { hasText: "Survives reload" }).waitFor({ timeout: convergeMs })
+        const before = sent.length
+        while (sent.length === before) await new Promise((r) => setTimeout(r, 50))
+        await page.unroute("**/db/rpc")
+        await page.locator('#tasks li[data-pending="false"]', { hasText: "Survives reload" }).waitFor({ timeout: convergeMs })
+        await page.locator('#tasks li[data-pending="true"]').waitFor({ state: "detached", timeout: convergeMs })
+        return page.locator("#tasks li", { hasText: "Survives reload" }).count()
+      })
+      assert.isAtLeast(sent.length, 2)
+      assert.deepStrictEqual(new Set(sent).size, 1, "every send carried the same invocationId")
+      assert.strictEqual(count, 1)
+      // Committed exactly once: the server holds one such task.
+      const token = yield* app.token({ sub: "alice", org: "acme", roles: ["admin"] })
+      const rows = yield* app.as(token)(
+        Effect.flatMap(CairnClient, (client) =>
+          client.query({
+            query: {
+              version: 1,
+              from: { kind: "entity", name: "Task" },
+              where: { op: "eq", path: ["title"], value: "Survives reload" },
+              select: { id: { path: ["id"] } }
+            }
+          })
+        )
+      )
+      assert.strictEqual(rows.rows.length, 1)
+      assert.deepStrictEqual(errors.filter((e) => !e.includes("Failed to load resource")), [])
+    }))
+
+  it.scopedLive("tabs share one store: one leads the sync, the other reads the same copy, and takes over when the leader closes", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const browser = yield* launch
+      const context = yield* newContext(browser)
+      const first = yield* Effect.promise(() => context.newPage())
+      const errors = watchErrors(first)
+      yield* Effect.promise(async () => {
+        await signIn(first, app.base, { sub: "alice", org: "acme", roles: "admin" })
+        await first.locator('body[data-role="leader"]').waitFor({ timeout: convergeMs })
+        await first.getByLabel("New project name").fill("Shared")
+        await first.getByRole("button", { name: "Create project" }).click()
+        await first.locator('#projects li[data-pending="false"]', { hasText: "Shared" }).waitFor({ timeout: convergeMs })
+      })
+      const second = yield* Effect.promise(() => context.newPage())
+      errors.push(...watchErrors(second))
+      const network: Array<string> = []
+      second.on("request", (request) => {
+        if (new URL(request.url()).pathname.startsWith("/db/")) network.push(request.url())
+      })
+      yield* Effect.promise(async () => {
+        await second.goto(`${app.base}/`)
+        await second.locator('body[data-role="follower"]').waitFor({ timeout: convergeMs })
+        await second.locator("#projects li", { hasText: "Shared" }).waitFor({ timeout: convergeMs })
+        // Created in the follower: the leader sends it, syncs it, and both tabs show it committed.
+        await second.getByLabel("New task title").fill("From the second tab")
+        await second.getByRole("button", { name: "Add task" }).click()
+        await first.locator('#tasks li[data-pending="false"]', { hasText: "From the second tab" }).waitFor({ timeout: convergeMs })
+        await second.locator('#tasks li[data-pending="false"]', { hasText: "From the second tab" }).waitFor({ timeout: convergeMs })
+      })
+      assert.deepStrictEqual(network, [], "the follower tab never called /db/*")
+      yield* Effect.promise(async () => {
+        await first.close()
+        await second.locator('body[data-role="leader"]').waitFor({ timeout: convergeMs })
+        await second.locator('body[data-confirmed="true"]').waitFor({ timeout: convergeMs })
+      })
+      assert.deepStrictEqual(errors, [])
+    }))
+
+  it.scopedLive("a mutation the server rejects is rolled back with its public reason", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const browser = yield* launch
+      const alice = yield* Effect.flatMap(newContext(browser), (c) => Effect.promise(() => c.newPage()))
+      const bob = yield* Effect.flatMap(newContext(browser), (c) => Effect.promise(() => c.newPage()))
+      yield* Effect.promise(async () => {
+        await signIn(alice, app.base, { sub: "alice", org: "acme", roles: "admin" })
+        await signIn(bob, app.base, { sub: "bob", org: "acme", roles: "admin" })
+        await alice.getByLabel("New project name").fill("Race")
+        await alice.getByRole("button", { name: "Create project" }).click()
+        await alice.locator('#projects li[data-pending="false"]', { hasText: "Race" }).waitFor({ timeout: convergeMs })
+        await alice.getByLabel("New task title").fill("Contested")
+        await alice.getByRole("button", { name: "Add task" }).click()
+        await bob.locator('#tasks li[data-pending="false"]', { hasText: "Contested" }).waitFor({ timeout: convergeMs })
+        await alice.locator('#tasks li[data-pending="false"]', { hasText: "Contested" }).waitFor({ timeout: convergeMs })
+        // Alice is cut off; she completes the task while Bob completes it too.
+        await alice.route("**/db/*", (route) => route.abort("internetdisconnected"))
+        await alice.getByLabel("Done: Contested").check()
+        await alice.locator('#tasks li[data-pending="true"][data-status="done"]', { hasText: "Contested" }).waitFor({ timeout: 2_000 })
+        await bob.getByLabel("Done: Contested").check()
+        await bob.locator('#tasks li[data-pending="false"][data-status="done"]', { hasText: "Contested" }).waitFor({ timeout: convergeMs })
+        await alice.unroute("**/db/*")
+        await alice.getByRole("alert").getByText(/Not saved: .*already done/i).waitFor({ timeout: convergeMs })
+        await alice.locator('#tasks li[data-pending="false"][data-status="done"]', { hasText: "Contested" }).waitFor({ timeout: convergeMs })
+      })
     }))
 })

@@ -71,7 +71,7 @@ const readForm = (req: IncomingMessage): Promise<URLSearchParams> =>
   })
 
 const page = (title: string, body: string) => `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)}</title><link rel="icon" href="data:,">
 <style>body{font-family:system-ui,sans-serif;max-width:32rem;margin:3rem auto;padding:0 1rem}label{display:block;margin:.8rem 0}input{width:100%;padding:.4rem}button{margin-top:1rem;padding:.5rem 1rem}code{background:#eee;padding:0 .2rem}</style>
 </head><body>${body}</body></html>`
 

@@ -37,9 +37,12 @@ export const newContext = (browser: Browser): Effect.Effect<BrowserContext, neve
 export const watchErrors = (page: Page): Array<string> => {
   const errors: Array<string> = []
   page.on("console", (message) => {
-    if (message.type() === "error") errors.push(message.text())
+    if (message.type() === "error") errors.push(`${message.text()} (${message.location().url})`)
   })
   page.on("pageerror", (error) => errors.push(error.message))
+  page.on("response", (response) => {
+    if (response.status() >= 400) errors.push(`HTTP ${response.status()} ${response.request().method()} ${response.url()}`)
+  })
   return errors
 }
 
