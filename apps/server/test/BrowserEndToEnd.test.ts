@@ -9,6 +9,9 @@ import { chromiumPath, launch, newContext, screenshotPath, signIn, skipReason, w
 import { startApp } from "./support/app.js"
 import { existsSync } from "node:fs"
 import { CairnClient } from "@cairn/client/CairnClient"
+import { newInvocationId } from "@cairn/client/InvocationId"
+import { type MutateRequest } from "@cairn/domain/Mutate"
+import { trackerWithRemoval } from "./support/trackerWithRemoval.js"
 
 /** How long another browser may take to show a commit (generous: a shared 2-core machine). */
 const convergeMs = 15_000
@@ -177,5 +180,50 @@ describe.skipIf(chromiumPath === undefined)("the demo page in Chromium", () => {
         await alice.getByRole("alert").getByText(/Not saved: .*already done/i).waitFor({ timeout: convergeMs })
         await alice.locator('#tasks li[data-pending="false"][data-status="done"]', { hasText: "Contested" }).waitFor({ timeout: convergeMs })
       })
+    }))
+
+  it.scopedLive("a revoked membership removes the project's rows from the page and from the browser's store", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage, deployment: trackerWithRemoval })
+      const browser = yield* launch
+      const admin = yield* app.token({ sub: "alice", org: "acme", roles: ["admin"] })
+      const mutate = (request: typeof MutateRequest.Encoded) => app.as(admin)(Effect.flatMap(CairnClient, (client) => client.mutate(request)))
+      const op = (entity: string, name: string) => ({ kind: "operation" as const, owner: { kind: "entity" as const, name: entity }, name })
+      const project = yield* mutate({ operation: op("Project", "create"), input: { name: "Secret" }, invocationId: newInvocationId() })
+      const projectId = (project.output as { id: string }).id
+      yield* mutate({ operation: op("Task", "create"), input: { projectId, title: "Hidden soon" }, invocationId: newInvocationId() })
+      const member = yield* mutate({
+        operation: op("Member", "add"),
+        input: { projectId, subject: "carol", role: "editor", email: "carol@example.com" },
+        invocationId: newInvocationId()
+      })
+      const memberId = (member.output as { id: string }).id
+      const carol = yield* Effect.flatMap(newContext(browser), (c) => Effect.promise(() => c.newPage()))
+      const errors = watchErrors(carol)
+      yield* Effect.promise(async () => {
+        await signIn(carol, app.base, { sub: "carol", org: "acme" })
+        await carol.locator("#tasks li", { hasText: "Hidden soon" }).waitFor({ timeout: convergeMs })
+      })
+      const revoked = yield* mutate({ operation: op("Member", "remove"), target: { kind: "entity", entity: "Member", id: memberId }, input: {}, invocationId: newInvocationId() })
+      assert.strictEqual(revoked.outcome, "committed")
+      const stored = yield* Effect.promise(async () => {
+        await carol.locator("#projects li").first().waitFor({ state: "detached", timeout: convergeMs })
+        await carol.locator("#tasks li").first().waitFor({ state: "detached", timeout: convergeMs })
+        await carol.locator('body[data-confirmed="true"]').waitFor({ timeout: convergeMs })
+        return carol.evaluate(
+          () =>
+            new Promise<number>((resolve, reject) => {
+              const open = indexedDB.open("cairn-demo")
+              open.onsuccess = () => {
+                const count = open.result.transaction("records").objectStore("records").count()
+                count.onsuccess = () => resolve(count.result)
+                count.onerror = () => reject(count.error)
+              }
+              open.onerror = () => reject(open.error)
+            })
+        )
+      })
+      assert.strictEqual(stored, 0)
+      assert.deepStrictEqual(errors, [])
     }))
 })
