@@ -226,4 +226,53 @@ describe.skipIf(chromiumPath === undefined)("the demo page in Chromium", () => {
       assert.strictEqual(stored, 0)
       assert.deepStrictEqual(errors, [])
     }))
+
+  it.scopedLive("the local copy of one sign-in is never shown to the next one in the same browser, and is replaced by theirs", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const browser = yield* launch
+      const context = yield* newContext(browser)
+      const page = yield* Effect.promise(() => context.newPage())
+      const errors = watchErrors(page)
+      const shown = yield* Effect.promise(async () => {
+        await signIn(page, app.base, { sub: "alice", org: "acme" })
+        await page.getByLabel("New project name").fill("Alice only")
+        await page.getByRole("button", { name: "Create project" }).click()
+        await page.locator('#projects li[data-pending="false"]', { hasText: "Alice only" }).waitFor({ timeout: convergeMs })
+        // From now on, every document records each project name it ever renders.
+        await page.addInitScript(() => {
+          const seen: Array<string> = []
+          ;(window as unknown as { __shown: Array<string> }).__shown = seen
+          document.addEventListener("DOMContentLoaded", () => {
+            const projects = document.getElementById("projects")
+            if (projects === null) return // the authorization server's pages
+            new MutationObserver(() => {
+              for (const li of projects.querySelectorAll("li")) seen.push(li.textContent ?? "")
+            }).observe(projects, { childList: true, subtree: true })
+          })
+        })
+        await page.getByRole("button", { name: "Sign out" }).click()
+        await signIn(page, app.base, { sub: "bob", org: "acme" })
+        await page.getByLabel("New project name").fill("Bob only")
+        await page.getByRole("button", { name: "Create project" }).click()
+        await page.locator('#projects li[data-pending="false"]', { hasText: "Bob only" }).waitFor({ timeout: convergeMs })
+        return page.evaluate(() => (window as unknown as { __shown: Array<string> }).__shown)
+      })
+      assert.isTrue(shown.some((name) => name.includes("Bob only")))
+      assert.isFalse(shown.some((name) => name.includes("Alice only")), "alice's project was never rendered for bob")
+      const stored = yield* Effect.promise(() =>
+        page.evaluate(
+          () =>
+            new Promise<Array<string>>((resolve) => {
+              const open = indexedDB.open("cairn-demo")
+              open.onsuccess = () => {
+                const all = open.result.transaction("records").objectStore("records").getAll()
+                all.onsuccess = () => resolve(all.result.map((r: { record: { name?: string } }) => String(r.record.name ?? "")))
+              }
+            })
+        )
+      )
+      assert.deepStrictEqual(stored.filter((n) => n !== ""), ["Bob only"])
+      assert.deepStrictEqual(errors, [])
+    }))
 })

@@ -53,6 +53,8 @@ const signIn = async (config: DemoConfig) => {
     resource: config.resource,
     code_challenge: challenge,
     code_challenge_method: "S256",
+    // Always ask who: signing out here does not end the authorization server's session.
+    prompt: "login",
     state
   }).toString()
   location.assign(url.toString())
