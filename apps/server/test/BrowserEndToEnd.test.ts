@@ -18,6 +18,37 @@ const convergeMs = 15_000
 
 if (chromiumPath === undefined) console.warn(skipReason)
 
+describe("the demo page's routes", () => {
+  it.scopedLive("serve static files with a strict CSP, give no CORS grant, and leave the /db and /mcp gates as they were", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const get = (path: string, init: RequestInit = {}) => Effect.promise(() => fetch(`${app.base}${path}`, init))
+      const page = yield* get("/", { headers: { origin: "https://elsewhere.example" } })
+      assert.strictEqual(page.status, 200)
+      assert.match(page.headers.get("content-type") ?? "", /^text\/html/)
+      const csp = page.headers.get("content-security-policy") ?? ""
+      assert.include(csp, "default-src 'self'")
+      assert.include(csp, "script-src 'self'")
+      assert.include(csp, "frame-ancestors 'none'")
+      assert.include(csp, `connect-src 'self' ${app.issuer}`)
+      assert.strictEqual(page.headers.get("x-content-type-options"), "nosniff")
+      assert.strictEqual(page.headers.get("referrer-policy"), "no-referrer")
+      assert.isNull(page.headers.get("access-control-allow-origin"))
+      const script = yield* get("/demo.js")
+      assert.strictEqual(script.status, 200)
+      assert.match(script.headers.get("content-type") ?? "", /^text\/javascript/)
+      const config = (yield* Effect.promise(() => fetch(`${app.base}/demo-config.json`).then((r) => r.json()))) as Record<string, unknown>
+      assert.deepInclude(config, { clientId: "cairn-demo", resource: `${app.base}/db`, tokenEndpoint: `${app.issuer}/token` })
+      // The gates answer anonymous callers exactly as without the page.
+      for (const path of ["/db/rpc", "/db/sync", "/db/anything", "/mcp"]) {
+        const answer = yield* get(path, { method: "POST", headers: { "content-type": "application/json" }, body: "{}" })
+        assert.strictEqual(answer.status, 401, path)
+      }
+      assert.strictEqual((yield* get("/index.html")).status, 404)
+      assert.strictEqual((yield* get("/web/demo.ts")).status, 404)
+    }))
+})
+
 describe.skipIf(chromiumPath === undefined)("the demo page in Chromium", () => {
   it.scopedLive("two users sign in with PKCE and see each other's tasks appear live; the page has no console errors", () =>
     Effect.gen(function* () {
