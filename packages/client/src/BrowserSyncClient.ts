@@ -11,6 +11,7 @@ import { Clock, Context, Effect, Layer, Option, type Scope, Schedule, Stream, Su
 import { CairnClient } from "./CairnClient.js"
 import { IndexedDbStore, type IndexedDbError, type IndexedDbStoreShape, type Optimistic, type OutboxEntry, outboxTopic } from "./IndexedDbStore.js"
 import { newInvocationId } from "./InvocationId.js"
+import type { LocalRecord, SyncStatus } from "./LocalStore.js"
 import * as SyncLoop from "./SyncLoop.js"
 import { isTransportError } from "./TransportError.js"
 
@@ -50,7 +51,7 @@ export interface BrowserSyncClientShape {
   readonly store: IndexedDbStoreShape
   readonly role: SubscriptionRef.SubscriptionRef<Role>
   /** The leader's sync status (the followers' stays empty). */
-  readonly status: SubscriptionRef.SubscriptionRef<SyncLoop.SyncStatus>
+  readonly status: SubscriptionRef.SubscriptionRef<SyncStatus>
   /** One entity as the page shows it, again after every change in any tab. */
   readonly view: (entity: string) => Stream.Stream<ReadonlyArray<ViewRow>, IndexedDbError>
   /** Stores an intent in the outbox (shown at once) and returns its invocationId. */
@@ -64,7 +65,7 @@ export interface BrowserSyncClientShape {
 export const pendingId = (invocationId: string) => `pending:${invocationId}`
 
 /** Applies the outbox to an entity's synced records. */
-export const overlay = (entity: string, records: ReadonlyArray<SyncLoop.LocalRecord>, outbox: ReadonlyArray<OutboxEntry>): ReadonlyArray<ViewRow> => {
+export const overlay = (entity: string, records: ReadonlyArray<LocalRecord>, outbox: ReadonlyArray<OutboxEntry>): ReadonlyArray<ViewRow> => {
   const rows = new Map<string, ViewRow>(records.map((r) => [r.id, { id: r.id, record: r.record, pending: false }]))
   for (const entry of outbox) {
     const o = entry.optimistic
@@ -95,7 +96,7 @@ const leadership = (name: string): Effect.Effect<void, never, Scope.Scope> =>
         (release) => Effect.sync(release)
       ).pipe(Effect.asVoid)
 
-export const make = (options: BrowserSyncClientOptions) =>
+export const make = (options: BrowserSyncClientOptions): Effect.Effect<BrowserSyncClientShape, IndexedDbError, Scope.Scope> =>
   Effect.gen(function* () {
     const name = options.name ?? "cairn"
     const store = yield* IndexedDbStore.open(name)

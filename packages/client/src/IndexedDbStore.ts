@@ -8,7 +8,7 @@
 import type { MutateRequest } from "@cairn/domain/Mutate"
 import type { SyncChange, SyncCheckpoint, SyncRecord } from "@cairn/domain/Sync"
 import { Context, Data, Effect, Layer, Option, PubSub, Runtime, type Scope, Stream } from "effect"
-import type { LocalRecord, LocalStore, StagedSnapshot, StoredState } from "./SyncLoop.js"
+import type { LocalRecord, LocalStore, StagedSnapshot, StoredState } from "./LocalStore.js"
 
 /** IndexedDB refused or failed a request (quota, a blocked upgrade, storage cleared underneath). */
 export class IndexedDbError extends Data.TaggedError("IndexedDbError")<{ readonly message: string }> {}

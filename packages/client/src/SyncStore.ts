@@ -9,7 +9,7 @@ import { SqlClient, type SqlError } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import type { SyncChange, SyncCheckpoint, SyncRecord } from "@cairn/domain/Sync"
 import { Context, Effect, Layer, Option, type Scope, type Stream } from "effect"
-import type { LocalRecord, StagedSnapshot, StoredState } from "./SyncLoop.js"
+import type { LocalRecord, StagedSnapshot, StoredState } from "./LocalStore.js"
 
 /** What a stored snapshot belongs to: checked before the data is used. */
 export interface StoredIdentity {
@@ -17,7 +17,7 @@ export interface StoredIdentity {
   readonly database: string
 }
 
-export type { LocalRecord, StagedSnapshot, StoredState } from "./SyncLoop.js"
+export type { LocalRecord, StagedSnapshot, StoredState } from "./LocalStore.js"
 
 export interface SyncStoreShape {
   readonly state: Effect.Effect<Option.Option<StoredState>, SqlError.SqlError>

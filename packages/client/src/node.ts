@@ -5,3 +5,4 @@
  */
 export * as SyncClient from "./SyncClient.js"
 export * as SyncStore from "./SyncStore.js"
+export * as SyncLoop from "./SyncLoop.js"
