@@ -62,6 +62,25 @@ describe("npm start", () => {
     }
   })
 
+  it("serves the demo page at / and bundles its script on demand, from the sources as checked out", async () => {
+    const { child, port } = await start()
+    try {
+      const page = await fetch(`http://127.0.0.1:${port}/`)
+      expect(page.status).toBe(200)
+      expect(await page.text()).toContain('<script type="module" src="/demo.js"></script>')
+      const script = await fetch(`http://127.0.0.1:${port}/demo.js`)
+      expect(script.status).toBe(200)
+      const code = await script.text()
+      expect(code).toContain("cairn-demo")
+      // The bundle is for browsers: no Node module reached it.
+      for (const nodeOnly of ["better-sqlite3", "node:fs", "oidc-provider"]) expect(code).not.toContain(nodeOnly)
+    } finally {
+      const exited = exitOf(child)
+      child.kill("SIGTERM")
+      await exited
+    }
+  })
+
   it("stops cleanly on SIGINT (Ctrl-C)", async () => {
     const { child } = await start()
     const exited = exitOf(child)
