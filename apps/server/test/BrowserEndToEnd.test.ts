@@ -316,4 +316,25 @@ describe.skipIf(chromiumPath === undefined)("the demo page in Chromium", () => {
       assert.deepStrictEqual(stored.filter((n) => n !== ""), ["Bob only"])
       assert.deepStrictEqual(errors, [])
     }))
+
+  it.scopedLive("a refused token stops the sync and the page says to sign in again, still showing the local copy", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ pages: DemoPage })
+      const browser = yield* launch
+      const page = yield* Effect.flatMap(newContext(browser), (c) => Effect.promise(() => c.newPage()))
+      yield* Effect.promise(async () => {
+        await signIn(page, app.base, { sub: "alice", org: "acme" })
+        await page.getByLabel("New project name").fill("Kept")
+        await page.getByRole("button", { name: "Create project" }).click()
+        await page.locator('#projects li[data-pending="false"]', { hasText: "Kept" }).waitFor({ timeout: convergeMs })
+        // The stored token no longer verifies (as after a key rotation).
+        await page.evaluate(() => {
+          const session = JSON.parse(localStorage.getItem("cairn-demo-session")!)
+          localStorage.setItem("cairn-demo-session", JSON.stringify({ ...session, token: `${session.token.slice(0, -4)}AAAA` }))
+        })
+        await page.reload()
+        await page.getByRole("status").getByText(/Sync stopped .*Sign out and sign in again/).waitFor({ timeout: convergeMs })
+        await page.locator("#projects li", { hasText: "Kept" }).waitFor({ timeout: convergeMs })
+      })
+    }))
 })

@@ -5,7 +5,7 @@
  */
 import type { SyncScope } from "@cairn/domain/Sync"
 import * as BrowserSyncClient from "@cairn/client/BrowserSyncClient"
-import { Effect, Exit, Scope, Stream } from "effect"
+import { Effect, Exit, Option, Scope, Stream } from "effect"
 
 interface DemoConfig {
   readonly issuer: string
@@ -233,8 +233,10 @@ const start = (session: Session) =>
       Effect.gen(function* () {
         const role = yield* client.role.get
         const status = yield* client.status.get
-        const text =
-          role === "leader"
+        const stopped = yield* client.stopped.get
+        const text = Option.isSome(stopped)
+          ? `Sync stopped (${stopped.value}). Sign out and sign in again.`
+          : role === "leader"
             ? status.confirmed
               ? "Live: this tab syncs for every open tab."
               : "Showing the local copy; connecting…"
@@ -243,7 +245,9 @@ const start = (session: Session) =>
         document.body.dataset["role"] = role
         document.body.dataset["confirmed"] = String(status.confirmed)
       })
-    yield* Effect.forkScoped(Stream.runForEach(Stream.merge(client.role.changes, client.status.changes), () => describe()))
+    yield* Effect.forkScoped(
+      Stream.runForEach(Stream.mergeAll([client.role.changes, client.status.changes, client.stopped.changes] as ReadonlyArray<Stream.Stream<unknown>>, { concurrency: "unbounded" }), () => describe())
+    )
   })
 
 const main = async () => {

@@ -7,7 +7,7 @@
  * include their commit, or kept with the public reason when rejected.
  */
 import type { SyncScope } from "@cairn/domain/Sync"
-import { Clock, Context, Effect, Layer, Option, type Scope, Schedule, Stream, SubscriptionRef } from "effect"
+import { Cause, Clock, Context, Effect, Layer, Option, type Scope, Schedule, Stream, SubscriptionRef } from "effect"
 import { CairnClient } from "./CairnClient.js"
 import { IndexedDbStore, type IndexedDbError, type IndexedDbStoreShape, type Optimistic, type OutboxEntry, outboxTopic } from "./IndexedDbStore.js"
 import { newInvocationId } from "./InvocationId.js"
@@ -52,6 +52,11 @@ export interface BrowserSyncClientShape {
   readonly role: SubscriptionRef.SubscriptionRef<Role>
   /** The leader's sync status (the followers' stays empty). */
   readonly status: SubscriptionRef.SubscriptionRef<SyncStatus>
+  /**
+   * Why this tab's sync stopped for good, if it did: a refused token or a wrong endpoint (the live loop
+   * retries network failures by itself). The page should ask to sign in again.
+   */
+  readonly stopped: SubscriptionRef.SubscriptionRef<Option.Option<string>>
   /** One entity as the page shows it, again after every change in any tab. */
   readonly view: (entity: string) => Stream.Stream<ReadonlyArray<ViewRow>, IndexedDbError>
   /** Stores an intent in the outbox (shown at once) and returns its invocationId. */
@@ -102,6 +107,7 @@ export const make = (options: BrowserSyncClientOptions): Effect.Effect<BrowserSy
     const store = yield* IndexedDbStore.open(name)
     const key = SyncLoop.storageKey(options)
     const role = yield* SubscriptionRef.make<Role>("follower")
+    const stopped = yield* SubscriptionRef.make<Option.Option<string>>(Option.none())
     const rpc = yield* SyncLoop.http({ url: `${options.baseUrl.replace(/\/+$/, "")}/db/sync`, token: options.token })
     const loop = yield* SyncLoop.make(store, { scope: options.scope, rpc, identityKey: options.identityKey })
     const client = Context.get(yield* Layer.build(CairnClient.layerFetch({ baseUrl: options.baseUrl, token: options.token })), CairnClient)
@@ -141,7 +147,20 @@ export const make = (options: BrowserSyncClientOptions): Effect.Effect<BrowserSy
         yield* leadership(name)
         yield* SubscriptionRef.set(role, "leader")
         yield* Effect.fork(sender)
-        yield* Effect.catchAllCause(loop.run, (cause) => Effect.logError("sync stopped", cause))
+        yield* Effect.catchAllCause(loop.run, (cause) =>
+          Effect.zipRight(
+            Effect.logError("sync stopped", cause),
+            SubscriptionRef.set(
+              stopped,
+              Option.some(
+                Cause.failureOption(cause).pipe(
+                  Option.map((e) => (typeof e === "object" && e !== null && "message" in e ? String(e.message) : String(e))),
+                  Option.getOrElse(() => "The sync stopped.")
+                )
+              )
+            )
+          )
+        )
       }).pipe(Effect.scoped)
     )
 
@@ -173,5 +192,5 @@ export const make = (options: BrowserSyncClientOptions): Effect.Effect<BrowserSy
 
     const rejected = store.watchView(outboxTopic).pipe(Stream.map(({ outbox }) => outbox.filter((e) => e.status === "rejected")))
 
-    return { store, role, status: loop.status, view, mutate, rejected, dismiss: store.dismiss } satisfies BrowserSyncClientShape
+    return { store, role, status: loop.status, stopped, view, mutate, rejected, dismiss: store.dismiss } satisfies BrowserSyncClientShape
   })
