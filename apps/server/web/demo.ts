@@ -257,6 +257,10 @@ const main = async () => {
   const signInButton = $<HTMLButtonElement>("sign-in")
   const signOutButton = $<HTMLButtonElement>("sign-out")
   signInButton.addEventListener("click", () => void signIn(config))
+  // Signing in or out in another tab changes whose data this tab may show: start over.
+  addEventListener("storage", (event) => {
+    if (event.key === sessionKey) location.reload()
+  })
   signOutButton.addEventListener("click", () => {
     localStorage.removeItem(sessionKey)
     location.reload()
