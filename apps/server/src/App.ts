@@ -20,18 +20,29 @@ import { DevAuthServer } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
-import { Layer } from "effect"
+import { MetricsEndpointLive } from "@cairn/server/MetricsEndpoint"
+import { OperatorSettings } from "@cairn/server/OperatorSettings"
+import { Effect, Layer } from "effect"
 
 /** The engine every route calls, with the operator's budgets. */
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 
+/** `/mcp` and its discovery documents, unless the operator switched MCP off (`CAIRN_MCP=off`: then 404). */
+const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (settings.mcp ? McpRoutesLive : Layer.empty)))
+
 /** Needs `Settings`; everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpIfOn, TestHookRoutes)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)
     ),
-    DevAuthServer.DevAuthServerLive
-  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(SealerLive), Layer.provide(Deployment.layer(definition)))
+    DevAuthServer.DevAuthServerLive,
+    MetricsEndpointLive
+  ).pipe(
+    Layer.provide(ExposureGuardLive),
+    Layer.provide(SealerLive),
+    Layer.provide(Deployment.layer(definition)),
+    Layer.provideMerge(OperatorSettings.layerConfig)
+  )

@@ -11,6 +11,7 @@ import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from 
 import { corsOriginsConfig } from "./CorsOrigins.js"
 import { discoveryLimitsConfig } from "./ExposureGuard.js"
 import { limitsConfig } from "./Limits.js"
+import { operatorSettingsConfig } from "./OperatorSettings.js"
 import { settingsConfig } from "./Settings.js"
 
 /** Every setting read through `Config` at startup, together, so that their problems accumulate. */
@@ -22,6 +23,7 @@ export const allSettings = Config.all([
   syncConfig,
   discoveryLimitsConfig,
   corsOriginsConfig,
+  operatorSettingsConfig,
   Config.literal("pretty", "json", "logfmt")("CAIRN_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
 ])
 

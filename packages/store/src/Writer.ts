@@ -93,7 +93,12 @@ export interface WriterOptions {
 }
 
 export const mutationsTotal = Metric.counter("cairn_mutations_total", {
-  description: "Mutation answers by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded"
+  description: "Mutation answers (receipt outcomes) by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded",
+  incremental: true
+})
+/** Invocations waiting in every writer's queue (summed over databases: database ids are never labels). */
+export const queueDepth = Metric.gauge("cairn_writer_queue_depth", {
+  description: "Invocations waiting in the writers' queues, summed over open databases"
 })
 export const groupSize = Metric.histogram(
   "cairn_writer_group_size",
@@ -316,6 +321,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       }).pipe(Effect.withSpan("Writer.group", { root: true, attributes: { "cairn.group.size": items.length } }))
 
     yield* Queue.takeBetween(queue, 1, options.maxBatch).pipe(
+      Effect.tap((chunk) => Metric.incrementBy(queueDepth, -Chunk.size(chunk))),
       Effect.flatMap((chunk) => Effect.uninterruptible(runGroup(Chunk.toReadonlyArray(chunk)))),
       Effect.forever,
       // The drain fiber outlives the request that activated the database: it keeps none of its annotations.
@@ -328,6 +334,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       Effect.gen(function* () {
         closed = true
         const rest = yield* Queue.takeAll(queue)
+        yield* Metric.incrementBy(queueDepth, -Chunk.size(rest))
         yield* Effect.forEach(rest, (item) => Deferred.fail(item.deferred, overloaded()), { discard: true })
         yield* Queue.shutdown(queue)
       })
@@ -339,7 +346,9 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         if (closed) return Effect.fail(overloaded())
         const deferred = Deferred.unsafeMake<Receipt, SubmitError>(FiberId.none)
         return Effect.flatMap(Queue.offer(queue, { invocation, deferred }), (accepted) =>
-          accepted ? Deferred.await(deferred) : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
+          accepted
+            ? Effect.zipRight(Metric.increment(queueDepth), Deferred.await(deferred))
+            : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
         )
       })
 
