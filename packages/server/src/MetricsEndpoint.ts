@@ -9,6 +9,7 @@ import type { AddressInfo } from "node:net"
 import * as OtelMetrics from "@effect/opentelemetry/Metrics"
 import * as Resource from "@effect/opentelemetry/Resource"
 import { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
+import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option } from "effect"
 import { OperatorSettings } from "./OperatorSettings.js"
 
@@ -42,7 +43,21 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
           Effect.gen(function* () {
             // No timestamps and no `target_info`: the scrape is the metrics and their help text only.
             const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true })
-            const producer = yield* OtelMetrics.makeProducer
+            const effectProducer = yield* OtelMetrics.makeProducer
+            // Only Cairn's own metrics: the runtime's `effect_fiber_*` are not part of the operator's contract.
+            const producer: MetricProducer = {
+              collect: (options) =>
+                effectProducer.collect(options).then((collected) => ({
+                  ...collected,
+                  resourceMetrics: {
+                    ...collected.resourceMetrics,
+                    scopeMetrics: collected.resourceMetrics.scopeMetrics.map((scope) => ({
+                      ...scope,
+                      metrics: scope.metrics.filter((metric) => metric.descriptor.name.startsWith("cairn_"))
+                    }))
+                  }
+                }))
+            }
             yield* OtelMetrics.registerProducer(producer, () => exporter)
             const server = yield* listen(host, port, exporter).pipe(
               Effect.mapError((error) => new Error(`the metrics listener cannot bind ${host}:${port} (${error.message})`)),
