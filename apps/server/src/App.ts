@@ -22,6 +22,7 @@ import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
 import { MetricsEndpointLive } from "@cairn/server/MetricsEndpoint"
 import { OperatorSettings } from "@cairn/server/OperatorSettings"
+import { TracingLive } from "@cairn/server/Tracing"
 import { Effect, Layer } from "effect"
 
 /** The engine every route calls, with the operator's budgets. */
@@ -44,5 +45,7 @@ export const App = (definition: DeploymentDefinition) =>
     Layer.provide(ExposureGuardLive),
     Layer.provide(SealerLive),
     Layer.provide(Deployment.layer(definition)),
+    // Built first, so every fiber the deployment starts uses the operator's tracer.
+    Layer.provide(TracingLive),
     Layer.provideMerge(OperatorSettings.layerConfig)
   )

@@ -131,10 +131,17 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
+        yield* Correlation.note({ invocationId: request.invocationId })
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* mutate({ view, principal, request, database })
-      }).pipe(Effect.scoped, scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate"))
+      }).pipe(
+        Effect.tapBoth({
+          onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
+          onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
+        }),
+        Effect.scoped,
+        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate"))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {

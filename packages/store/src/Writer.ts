@@ -7,6 +7,7 @@ import type { SqlClient } from "@effect/sql"
 import {
   Cause,
   Chunk,
+  Context,
   Clock,
   Deferred,
   Effect,
@@ -19,6 +20,7 @@ import {
   Option,
   Queue,
   Schema,
+  Tracer,
   type Scope,
   type Subscribable,
   SubscriptionRef
@@ -118,6 +120,10 @@ export const targetInaccessible = (entity: string) =>
 interface Item {
   readonly invocation: Invocation
   readonly deferred: Deferred.Deferred<Receipt, SubmitError>
+  /** The submitting request's log annotations: the drain fiber logs this invocation under them. */
+  readonly annotations: HashMap.HashMap<string, unknown>
+  /** The submitting request's span, which the group's span links to. */
+  readonly span: Tracer.AnySpan | undefined
 }
 
 /** A `_cairn_commits` row, as the group's batch insert binds it. */
@@ -228,7 +234,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         const receiptRows: Array<ReceiptRow> = []
         const tally: Record<string, number> = {}
         const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
-        for (const { invocation } of items) {
+        for (const { annotations, invocation } of items) {
           const prior = decided.get(invocation.invocationId)
           if (prior) {
             const replay = yield* Effect.exit(Receipts.answer(prior, invocation.intent))
@@ -290,7 +296,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
               exit.cause,
               "Operation handler failed; the invocation was rolled back and no receipt stored",
               invocation.operation
-            )
+            ).pipe(Effect.locally(FiberRef.currentLogAnnotations, annotations))
             answers.push(Exit.die(error))
             note("defect")
           }
@@ -318,7 +324,14 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           yield* countOutcome("defect", items.length)
           yield* Effect.forEach(items, (item) => Deferred.die(item.deferred, error), { discard: true })
         }
-      }).pipe(Effect.withSpan("Writer.group", { root: true, attributes: { "cairn.group.size": items.length } }))
+      }).pipe(
+        Effect.withSpan("Writer.group", {
+          root: true,
+          attributes: { "cairn.group.size": items.length },
+          // Every invocation's request span: the group is one hop of each of their traces.
+          links: items.flatMap((item): Array<Tracer.SpanLink> => (item.span === undefined ? [] : [{ _tag: "SpanLink", span: item.span, attributes: {} }]))
+        })
+      )
 
     yield* Queue.takeBetween(queue, 1, options.maxBatch).pipe(
       Effect.tap((chunk) => Metric.incrementBy(queueDepth, -Chunk.size(chunk))),
@@ -345,7 +358,16 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       Effect.suspend(() => {
         if (closed) return Effect.fail(overloaded())
         const deferred = Deferred.unsafeMake<Receipt, SubmitError>(FiberId.none)
-        return Effect.flatMap(Queue.offer(queue, { invocation, deferred }), (accepted) =>
+        return Effect.flatMap(
+          Effect.withFiberRuntime<boolean>((fiber) =>
+            Queue.offer(queue, {
+              invocation,
+              deferred,
+              annotations: fiber.getFiberRef(FiberRef.currentLogAnnotations),
+              span: Option.getOrUndefined(Context.getOption(fiber.currentContext, Tracer.ParentSpan))
+            })
+          ),
+          (accepted) =>
           accepted
             ? Effect.zipRight(Metric.increment(queueDepth), Deferred.await(deferred))
             : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
