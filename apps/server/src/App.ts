@@ -22,6 +22,7 @@ import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
 import { MetricsEndpointLive } from "@cairn/server/MetricsEndpoint"
 import { OperatorSettings } from "@cairn/server/OperatorSettings"
+import { ReadinessRoute } from "@cairn/server/Readiness"
 import { TracingLive } from "@cairn/server/Tracing"
 import { Effect, Layer } from "effect"
 
@@ -34,7 +35,7 @@ const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (s
 /** Needs `Settings`; everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpIfOn, TestHookRoutes)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpIfOn, TestHookRoutes, ReadinessRoute)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)

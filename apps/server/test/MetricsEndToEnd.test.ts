@@ -190,4 +190,22 @@ describe("the Prometheus endpoint through the real App", () => {
       assert.strictEqual(discovery, 404)
       assert.strictEqual((yield* rpc(app, db, "Query", { query: projects })).status, 200)
     }), 60_000)
+
+  it.scopedLive("/ready answers ready with named checks, and not ready once the data directory cannot be written; it discloses nothing", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const ready = yield* Effect.promise(() => fetch(`${app.base}/ready`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      assert.strictEqual(ready.status, 200, ready.text)
+      assert.deepStrictEqual(JSON.parse(ready.text), {
+        status: "ready",
+        checks: { started: "ok", storage: "ok", issuerKeys: "ok", dataDirectory: "ok", accepting: "ok" }
+      })
+      rmSync(app.dataDir, { recursive: true, force: true })
+      const failing = yield* Effect.promise(() => fetch(`${app.base}/ready`).then(async (r) => ({ status: r.status, text: await r.text() })))
+      assert.strictEqual(failing.status, 503, failing.text)
+      assert.strictEqual(JSON.parse(failing.text).checks.dataDirectory, "failing")
+      for (const word of [app.dataDir, "tracker", "Project", "acme"]) assert.notInclude(failing.text, word)
+      // Liveness is unaffected.
+      assert.strictEqual(yield* Effect.promise(() => fetch(`${app.base}/health`).then((r) => r.status)), 200)
+    }), 60_000)
 })
