@@ -4,8 +4,9 @@
 // then `GET /metrics` on the separate operator listener is parsed with a real Prometheus
 // text-format parser and every metric the issue lists must have moved. The public port never
 // serves it.
-import { rmSync } from "node:fs"
+import { readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
+import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { databaseId } from "@cairn/store/Databases"
@@ -14,7 +15,11 @@ import { mcp, rpc, sync } from "@cairn/testkit/Wire"
 import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
-import { scrape, scrapeText, sumOf, total } from "./support/scrape.js"
+import { scrape, scrapeText, seriesNames, sumOf, total } from "./support/scrape.js"
+
+const dashboard = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/grafana-dashboard.json", import.meta.url)), "utf8")) as {
+  readonly panels: ReadonlyArray<{ readonly title: string; readonly targets: ReadonlyArray<{ readonly expr: string }> }>
+}
 
 const entity = (name: string) => ({ kind: "entity", name })
 const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }
@@ -173,6 +178,18 @@ describe("the Prometheus endpoint through the real App", () => {
         }
       }
       for (const secret of [acme, agent, "Apollo", "acme", projectId, invocation]) assert.notInclude(scraped.text, secret)
+
+      // docs/grafana-dashboard.json: every panel expression names only series this scrape exports.
+      const exported = seriesNames(families)
+      assert.isAtLeast(dashboard.panels.length, 10)
+      for (const panel of dashboard.panels) {
+        assert.isAbove(panel.targets.length, 0, panel.title)
+        for (const target of panel.targets) {
+          const names = [...target.expr.matchAll(/\b[a-zA-Z_:][a-zA-Z0-9_:]*\b(?=\s*(?:\{|\[|\)|$))/g)].map((m) => m[0]).filter((n) => n.startsWith("cairn_"))
+          assert.isAbove(names.length, 0, `${panel.title}: ${target.expr} names no Cairn metric`)
+          for (const name of names) assert.isTrue(exported.has(name), `${panel.title}: ${name} is not exported`)
+        }
+      }
 
       // The public port does not serve metrics.
       const onPublic = yield* Effect.promise(() => fetch(`${app.base}/metrics`).then((r) => r.status))
