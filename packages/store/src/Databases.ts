@@ -21,7 +21,7 @@ import { lastPosition } from "./Log.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
 import { type Registration, Registry } from "./Registry.js"
-import { type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
+import { countWriteFault, type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
 import { StoreConfig } from "./StoreConfig.js"
 import * as Writer from "./Writer.js"
 
@@ -323,7 +323,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
               return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))
             }
             return Effect.zipRight(
-              Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id })),
+              Effect.zipRight(countWriteFault(cause), Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id }))),
               Effect.fail(new ActivationError({ databaseId: id, cause: Cause.squash(cause) }))
             )
           })

@@ -39,6 +39,7 @@ import * as Receipts from "./internal/receipts.js"
 import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from "./Log.js"
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
+import { countWriteFault } from "./StorageFault.js"
 import * as Position from "./Position.js"
 
 /** One validated mutation intent, ready for the writer. */
@@ -320,6 +321,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           yield* Effect.forEach(items, (item, i) => Deferred.done(item.deferred, result.value.answers[i]!), { discard: true })
         } else {
           // The transaction failed as a whole (storage fault): nothing of the group was applied.
+          yield* countWriteFault(result.cause)
           const error = yield* defect(result.cause, "Group commit failed; the whole group was rolled back")
           yield* countOutcome("defect", items.length)
           yield* Effect.forEach(items, (item) => Deferred.die(item.deferred, error), { discard: true })
