@@ -127,6 +127,7 @@ describe("the Prometheus endpoint through the real App", () => {
       const scraped = yield* scrapeText(metricsUrl)
       assert.strictEqual(scraped.status, 200)
       assert.match(scraped.contentType, /^text\/plain/)
+      assert.notMatch(scraped.text, /^# UNIT /m)
       const families = yield* scrape(metricsUrl)
       const moved = (name: string, labels: Record<string, string> = {}) => {
         const value = total(families, name, labels)

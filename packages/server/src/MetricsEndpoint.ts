@@ -53,7 +53,10 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
                     ...collected.resourceMetrics,
                     scopeMetrics: collected.resourceMetrics.scopeMetrics.map((scope) => ({
                       ...scope,
-                      metrics: scope.metrics.filter((metric) => metric.descriptor.name.startsWith("cairn_"))
+                      // Units are in the names (`_ms`, `_bytes`); Effect's placeholder unit "1" would only add `# UNIT` noise.
+                      metrics: scope.metrics
+                        .filter((metric) => metric.descriptor.name.startsWith("cairn_"))
+                        .map((metric) => ({ ...metric, descriptor: { ...metric.descriptor, unit: "" } }))
                     }))
                   }
                 }))
