@@ -12,7 +12,7 @@ import { DatabaseKey } from "@cairn/domain/Ids"
 import { databaseId } from "@cairn/store/Databases"
 import { freePort } from "@cairn/testkit/freePort"
 import { mcp, rpc, sync } from "@cairn/testkit/Wire"
-import { Effect } from "effect"
+import { Cause, Effect, Exit } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
 import { scrape, scrapeText, seriesNames, sumOf, total } from "./support/scrape.js"
@@ -207,6 +207,44 @@ describe("the Prometheus endpoint through the real App", () => {
       const discovery = yield* Effect.promise(() => fetch(`${app.base}/.well-known/oauth-protected-resource/mcp`).then((r) => r.status))
       assert.strictEqual(discovery, 404)
       assert.strictEqual((yield* rpc(app, db, "Query", { query: projects })).status, 200)
+    }), 60_000)
+
+  it.scopedLive("compatibility: only the MCP protocol versions the operator lists are accepted", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ env: { CAIRN_MCP_PROTOCOL_VERSIONS: "2025-06-18" } })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      // The wire helper speaks 2025-06-18: accepted.
+      assert.isUndefined((yield* mcp(app, agent, "query", { query: projects })).error)
+      const post = (headers: Record<string, string>, body: unknown) =>
+        Effect.promise(() =>
+          fetch(`${app.base}/mcp`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${agent}`, "content-type": "application/json", accept: "application/json, text/event-stream", ...headers },
+            body: JSON.stringify(body)
+          }).then(async (r) => ({ status: r.status, text: await r.text() }))
+        )
+      const listTools = { jsonrpc: "2.0", id: 1, method: "tools/list", params: {} }
+      const older = yield* post({ "mcp-protocol-version": "2025-03-26" }, listTools)
+      assert.strictEqual(older.status, 400, older.text)
+      assert.include(older.text, "this deployment accepts 2025-06-18")
+      const initialize = (protocolVersion: string) => ({
+        jsonrpc: "2.0",
+        id: 1,
+        method: "initialize",
+        params: { protocolVersion, capabilities: {}, clientInfo: { name: "probe", version: "1" } }
+      })
+      assert.strictEqual((yield* post({}, initialize("2024-11-05"))).status, 400)
+      const accepted = yield* post({}, initialize("2025-06-18"))
+      assert.strictEqual(accepted.status, 200, accepted.text)
+      assert.include(accepted.text, "2025-06-18")
+    }), 60_000)
+
+  it.scopedLive("compatibility: a protocol version the server does not implement stops the start, named", () =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(startApp({ env: { CAIRN_MCP_PROTOCOL_VERSIONS: "2025-06-18,2023-01-01" } }))
+      assert.isTrue(Exit.isFailure(exit))
+      const rendered = Exit.isFailure(exit) ? Cause.pretty(exit.cause) : ""
+      assert.include(rendered, "CAIRN_MCP_PROTOCOL_VERSIONS: 2023-01-01 is not a version this server implements")
     }), 60_000)
 
   it.scopedLive("/ready answers ready with named checks, and not ready once the data directory cannot be written; it discloses nothing", () =>

@@ -1,6 +1,6 @@
 /**
  * The operator's settings for routes (MCP and sync on or off), observability (the metrics
- * listener, trace export and sampling) and compatibility (which sync protocol versions the
+ * listener, trace export and sampling) and compatibility (which MCP protocol versions the
  * deployment accepts). Read through `Config` at startup with every other setting, so a bad
  * value stops the start with the others.
  */
@@ -17,6 +17,8 @@ export interface OperatorSettingsShape {
   readonly otlpEndpoint: Option.Option<string>
   /** The share of requests traced, 0 to 1 (`CAIRN_TRACE_SAMPLE_RATIO`, default 1). */
   readonly traceSampleRatio: number
+  /** Compatibility: the MCP protocol versions accepted (`CAIRN_MCP_PROTOCOL_VERSIONS`); none set, every one the server implements. */
+  readonly mcpProtocolVersions: Option.Option<ReadonlyArray<string>>
 }
 
 const onOff = (name: string) =>
@@ -41,6 +43,15 @@ export const operatorSettingsConfig: Config.Config<OperatorSettingsShape> = Conf
   traceSampleRatio: Config.number("CAIRN_TRACE_SAMPLE_RATIO").pipe(
     Config.validate({ message: "CAIRN_TRACE_SAMPLE_RATIO must be a number from 0 to 1", validation: (n) => n >= 0 && n <= 1 }),
     Config.withDefault(1)
+  ),
+  mcpProtocolVersions: Config.option(
+    Config.array(Config.string(), "CAIRN_MCP_PROTOCOL_VERSIONS").pipe(
+      Config.map((versions) => versions.map((v) => v.trim()).filter((v) => v !== "")),
+      Config.validate({
+        message: "CAIRN_MCP_PROTOCOL_VERSIONS must list protocol versions as dates (e.g. 2025-06-18), comma separated",
+        validation: (versions) => versions.length > 0 && versions.every((v) => /^\d{4}-\d{2}-\d{2}$/.test(v))
+      })
+    )
   )
 }).pipe(
   Config.validate({
@@ -52,7 +63,8 @@ export const operatorSettingsConfig: Config.Config<OperatorSettingsShape> = Conf
     sync: raw.sync,
     metrics: Option.map(raw.metricsPort, (port) => ({ host: raw.metricsHost, port })),
     otlpEndpoint: Option.map(raw.otlpEndpoint, (endpoint) => endpoint.replace(/\/+$/, "")),
-    traceSampleRatio: raw.traceSampleRatio
+    traceSampleRatio: raw.traceSampleRatio,
+    mcpProtocolVersions: raw.mcpProtocolVersions
   }))
 )
 

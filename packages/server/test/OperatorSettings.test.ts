@@ -28,7 +28,8 @@ describe("operator settings", () => {
         OTEL_EXPORTER_OTLP_ENDPOINT: "http://collector:4318/",
         CAIRN_TRACE_SAMPLE_RATIO: "0.25",
         CAIRN_MCP: "off",
-        CAIRN_SYNC: "off"
+        CAIRN_SYNC: "off",
+        CAIRN_MCP_PROTOCOL_VERSIONS: "2025-06-18, 2025-03-26"
       })
       assert.isTrue(parsed._tag === "Right")
       if (parsed._tag !== "Right") return
@@ -37,6 +38,7 @@ describe("operator settings", () => {
       assert.strictEqual(parsed.right.traceSampleRatio, 0.25)
       assert.isFalse(parsed.right.mcp)
       assert.isFalse(parsed.right.sync)
+      assert.deepStrictEqual(Option.getOrUndefined(parsed.right.mcpProtocolVersions), ["2025-06-18", "2025-03-26"])
     }))
 
   it.effect("bad values are listed together with the other settings' problems, by name", () =>
@@ -46,12 +48,13 @@ describe("operator settings", () => {
         CAIRN_TRACE_SAMPLE_RATIO: "2",
         CAIRN_MCP: "maybe",
         CAIRN_OTLP_ENDPOINT: "ftp://collector",
+        CAIRN_MCP_PROTOCOL_VERSIONS: "latest",
         CAIRN_MAX_BODY_BYTES: "-1"
       })
       assert.isTrue(checked._tag === "Left")
       if (checked._tag !== "Left") return
       const lines = describeConfigError(checked.left).join("\n")
-      for (const name of ["CAIRN_METRICS_PORT", "CAIRN_TRACE_SAMPLE_RATIO", "CAIRN_MCP", "CAIRN_OTLP_ENDPOINT", "CAIRN_MAX_BODY_BYTES"]) {
+      for (const name of ["CAIRN_METRICS_PORT", "CAIRN_TRACE_SAMPLE_RATIO", "CAIRN_MCP", "CAIRN_OTLP_ENDPOINT", "CAIRN_MCP_PROTOCOL_VERSIONS", "CAIRN_MAX_BODY_BYTES"]) {
         assert.include(lines, name)
       }
     }))
