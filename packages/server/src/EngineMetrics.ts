@@ -3,7 +3,7 @@
  * and outcome by transport and verb, and query-budget failures by limit. The transport is an
  * ambient label each route sets (`CurrentTransport`); labels are closed sets, never ids or text.
  */
-import { Context, Effect, Exit, Metric, MetricBoundaries, Stream } from "effect"
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricLabel, Stream } from "effect"
 
 export type TransportName = "rpc" | "sync" | "mcp" | "internal"
 
@@ -47,6 +47,22 @@ interface Tagged {
 const outcomeOf = (error: Tagged): string =>
   typeof error.code === "string" ? error.code : error._tag === "InternalFailure" ? "internal_error" : error._tag.replace(/[A-Z]/g, (c, i) => `${i === 0 ? "" : "_"}${c.toLowerCase()}`)
 
+// Tagged metrics are built once per label set (the sets are closed), not on every request.
+const latencyFor = new Map<string, Metric.Metric.Histogram<number>>()
+const latencyOf = (transport: string, verb: string, outcome: string) => {
+  const key = `${transport}\u0000${verb}\u0000${outcome}`
+  let metric = latencyFor.get(key)
+  if (metric === undefined) {
+    metric = Metric.taggedWithLabels(verbLatency, [
+      MetricLabel.make("transport", transport),
+      MetricLabel.make("verb", verb),
+      MetricLabel.make("outcome", outcome)
+    ])
+    latencyFor.set(key, metric)
+  }
+  return metric
+}
+
 const countBudget = (transport: TransportName, error: Tagged) =>
   error._tag === "QueryBudgetExceeded"
     ? Metric.increment(Metric.tagged(Metric.tagged(budgetFailures, "transport", transport), "limit", limitLabel(error.limit)))
@@ -69,7 +85,7 @@ export const instrument =
         }
         return Effect.zipRight(
           budget,
-          Metric.update(Metric.tagged(Metric.tagged(Metric.tagged(verbLatency, "transport", transport), "verb", verb), "outcome", outcome), millis)
+          Metric.update(latencyOf(transport, verb, outcome), millis)
         )
       })
     })
@@ -83,7 +99,7 @@ export const instrumentStream =
         Stream.tapError(stream, (error) =>
           Effect.zipRight(
             countBudget(transport, error),
-            Metric.update(Metric.tagged(Metric.tagged(Metric.tagged(verbLatency, "transport", transport), "verb", verb), "outcome", outcomeOf(error)), 0)
+            Metric.update(latencyOf(transport, verb, outcomeOf(error)), 0)
           )
         )
       )
