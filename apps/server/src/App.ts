@@ -21,19 +21,34 @@ import { DevAuthServer } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
-import { type ConfigError, Layer } from "effect"
+import { MetricsEndpointLive } from "@cairn/server/MetricsEndpoint"
+import { OperatorSettings } from "@cairn/server/OperatorSettings"
+import { ReadinessRoute } from "@cairn/server/Readiness"
+import { TracingLive } from "@cairn/server/Tracing"
+import { type ConfigError, Effect, Layer } from "effect"
 import { type HttpLayerRouter } from "@effect/platform"
 
 /** The engine every route calls, with the operator's budgets. */
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 
+/** `/mcp` and its discovery documents, unless the operator switched MCP off (`CAIRN_MCP=off`: then 404). */
+const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (settings.mcp ? McpRoutesLive : Layer.empty)))
+
 /** Needs `Settings`; `pages` are extra static routes (the demo page). Everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition, pages: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter> = Layer.empty) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes, pages)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpIfOn, TestHookRoutes, ReadinessRoute, pages)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)
     ),
-    DevAuthServer.DevAuthServerLive
-  ).pipe(Layer.provide(ExposureGuardLive), Layer.provide(SealerLive), Layer.provide(Deployment.layer(definition)))
+    DevAuthServer.DevAuthServerLive,
+    MetricsEndpointLive
+  ).pipe(
+    Layer.provide(ExposureGuardLive),
+    Layer.provide(SealerLive),
+    Layer.provide(Deployment.layer(definition)),
+    // Built first, so every fiber the deployment starts uses the operator's tracer.
+    Layer.provide(TracingLive),
+    Layer.provideMerge(OperatorSettings.layerConfig)
+  )

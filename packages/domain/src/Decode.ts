@@ -6,6 +6,7 @@
  */
 import { Effect, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
+import * as Redaction from "./Redaction.js"
 
 /** Most failing places listed in one error; the rest are counted in one summary issue. */
 export const maxIssues = 20
@@ -41,35 +42,6 @@ export const uncheckedIssues = (path = "/"): Issue => ({ path, message: unchecke
 export const isSummaryIssue = (issue: Issue): boolean => issue.message === uncheckedMessage || omittedCount(issue) !== undefined
 
 const cut = (s: string, max: number) => (s.length <= max ? s : `${s.slice(0, max - 1)}…`)
-
-/**
- * Whether formatting `u` is cheap and short: a bounded walk that gives up after a few
- * values or characters, so a huge or deeply nested value is never walked.
- */
-const isSmall = (u: unknown): boolean => {
-  let budget = 64
-  const stack: Array<unknown> = [u]
-  while (stack.length > 0) {
-    const v = stack.pop()
-    if (--budget < 0) return false
-    if (typeof v === "string") budget -= Math.ceil(v.length / 4)
-    else if (typeof v === "object" && v !== null) {
-      const values = Array.isArray(v) ? v : Object.keys(v).length > 16 ? undefined : Object.entries(v).flat()
-      if (values === undefined || values.length > 32) return false
-      stack.push(...values)
-    }
-  }
-  return budget >= 0
-}
-
-/** Stands in for a large actual value in "Expected …, actual …" so the message names it without echoing it. */
-const standIn = (u: unknown): unknown => {
-  const description =
-    Array.isArray(u) ? `an array of ${u.length} ${u.length === 1 ? "element" : "elements"}`
-    : typeof u === "string" ? `a string of ${u.length} characters`
-    : "a large object"
-  return { toString: () => description }
-}
 
 /** Whether ArrayFormatter reports this node as one message instead of descending (a message annotation). */
 const hasOwnMessage = (issue: ParseResult.ParseIssue): boolean =>
@@ -115,7 +87,8 @@ const prune = (issue: ParseResult.ParseIssue, budget: Budget): ParseResult.Parse
   switch (issue._tag) {
     case "Type":
       budget.left--
-      return isSmall(issue.actual) ? issue : new ParseResult.Type(issue.ast, standIn(issue.actual), issue.message)
+      // The one redaction rule: the value the caller sent is described, never echoed (error bodies, logs quoting them).
+      return new ParseResult.Type(issue.ast, Redaction.standIn(issue.actual), issue.message)
     case "Forbidden":
     case "Unexpected":
     case "Missing":

@@ -7,6 +7,7 @@
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
 import { type DataPlaneShape } from "@cairn/server/DataPlane"
+import { CurrentTransport } from "@cairn/server/EngineMetrics"
 import { type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server/Refusal"
 import type { Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
@@ -40,6 +41,7 @@ export const callTool = (
   const run: Effect.Effect<object, EngineError> =
     name === "describe" ? plane.describe(principal, payload) : name === "query" ? plane.query(principal, payload) : plane.mutate(principal, payload)
   return run.pipe(
+    Effect.provideService(CurrentTransport, "mcp"),
     scrubDefects(`MCP ${name}`),
     Effect.map(success),
     Effect.catchAll((error) => (isRefusal(error) ? Effect.fail(error) : Effect.succeed(failure(error))))

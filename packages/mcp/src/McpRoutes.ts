@@ -18,6 +18,7 @@ import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
+import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
 import { metadata } from "./ProtectedResource.js"
@@ -125,6 +126,7 @@ export const McpRoutes = HttpLayerRouter.use(
     const gate = yield* BearerGate
     const plane = yield* DataPlane
     const document = metadata(settings.baseUrl, config.authorizationServers)
+    const accepted = yield* Effect.orDie(acceptedVersions)
 
     const metadataResponse = HttpServerResponse.unsafeJson(document, {
       headers: { "cache-control": "public, max-age=300", "access-control-allow-origin": "*" }
@@ -148,6 +150,8 @@ export const McpRoutes = HttpLayerRouter.use(
       const parsed = parseJson(body)
       const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)
       if (malformed !== undefined) return malformed
+      const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
+      if (unsupported !== undefined) return jsonRpcError(400, unsupported)
       const webRequest = new Request(new URL(request.url, settings.baseUrl), {
         method: "POST",
         headers: Object.entries(request.headers),

@@ -100,7 +100,7 @@ layer(QueryLimits.layer())("decodeQueryRequest", (it) => {
       assert.strictEqual(error._tag, "InvalidQuery")
       if (error._tag !== "InvalidQuery") return
       assert.deepStrictEqual(error.issues, [
-        { path: "/query/order/0/direction", message: `Expected "asc", actual "up" or Expected "desc", actual "up"` }
+        { path: "/query/order/0/direction", message: `Expected "asc", actual a string of 2 characters or Expected "desc", actual a string of 2 characters` }
       ])
     }))
 })

@@ -8,9 +8,26 @@ import { Context, Effect, Option } from "effect"
 
 export const requestIdHeader = "x-request-id"
 
-export class Correlation extends Context.Tag("@cairn/server/Correlation")<Correlation, { readonly id: string }>() {
+/**
+ * The request's id, and what the engine learns about it for the request's one log line: a
+ * mutation's invocation id (the caller's opaque UUID) and its outcome (receipt outcome or
+ * public error code). Never payload values.
+ */
+export interface CorrelationShape {
+  readonly id: string
+  invocationId?: string
+  outcome?: string
+}
+
+export class Correlation extends Context.Tag("@cairn/server/Correlation")<Correlation, CorrelationShape>() {
   /** A fresh id: 96 random bits, URL-safe. */
-  static readonly make = (): { readonly id: string } => ({ id: randomBytes(12).toString("base64url") })
+  static readonly make = (): CorrelationShape => ({ id: randomBytes(12).toString("base64url") })
+
+  /** Records facts about the current request for its log line (nothing outside a front). */
+  static readonly note = (facts: { readonly invocationId?: string; readonly outcome?: string }): Effect.Effect<void> =>
+    Effect.map(Effect.serviceOption(Correlation), (c) => {
+      if (Option.isSome(c)) Object.assign(c.value, facts)
+    })
 
   /** The current request's id; a fresh one when no front assigned it (a route served on its own). */
   static readonly id: Effect.Effect<string> = Effect.map(Effect.serviceOption(Correlation), (c) =>

@@ -28,6 +28,7 @@ import { Sync } from "@cairn/sync/Sync"
 import { Cause, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"
+import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
 import { type EngineError, InsufficientScope, internalFailure, scrubDefects, Unavailable } from "./Refusal.js"
 
@@ -117,7 +118,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
         return yield* withLimits(describe(view, request))
-      }).pipe(scrubDefects("describe"), Effect.withSpan("DataPlane.describe"))
+      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), Effect.withSpan("DataPlane.describe"))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
@@ -125,15 +126,22 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
-      }).pipe(Effect.scoped, scrubDefects("query"), Effect.withSpan("DataPlane.query"))
+      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), Effect.withSpan("DataPlane.query"))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
+        yield* Correlation.note({ invocationId: request.invocationId })
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* mutate({ view, principal, request, database })
-      }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate"))
+      }).pipe(
+        Effect.tapBoth({
+          onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
+          onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
+        }),
+        Effect.scoped,
+        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate"))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
@@ -141,7 +149,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
-      }).pipe(Effect.scoped, scrubDefects("snapshot"), Effect.withSpan("DataPlane.snapshot"))
+      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), Effect.withSpan("DataPlane.snapshot"))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>
@@ -156,7 +164,8 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           Option.isSome(Cause.failureOption(cause)) || Cause.isInterruptedOnly(cause)
             ? Stream.failCause(cause)
             : Stream.fromEffect(Effect.flatMap(internalFailure("changes", cause), Effect.fail))
-        )
+        ),
+        EngineMetrics.instrumentStream("changes")
       )
 
     return {

@@ -4,10 +4,11 @@
  * and an authenticated one gets a plain 404.
  */
 import { HttpLayerRouter } from "@effect/platform"
-import { Effect, Layer } from "effect"
+import { Effect, Layer, Option } from "effect"
 import { Correlation } from "./Correlation.js"
 import { dbGate } from "./DbGate.js"
 import { frontError } from "./internal/frontError.js"
+import { OperatorSettings } from "./OperatorSettings.js"
 import { RpcRoutes } from "./RpcRoutes.js"
 import { SyncRoutes } from "./SyncRoutes.js"
 
@@ -20,5 +21,10 @@ const Unrouted = Layer.mergeAll(HttpLayerRouter.add("*", "/db", notFound), HttpL
   Layer.provide(dbGate(undefined).layer)
 )
 
+/** `/db/sync` unless the operator switched sync off (`CAIRN_SYNC=off`): then it is a plain 404 behind the gate. */
+const SyncIfOn = Layer.unwrapEffect(
+  Effect.map(Effect.serviceOption(OperatorSettings), (settings) => (Option.isNone(settings) || settings.value.sync ? SyncRoutes : Layer.empty))
+)
+
 /** Needs the `DataPlane`, `BearerGate` and `Limits`. */
-export const DbRoutes = Layer.mergeAll(RpcRoutes, SyncRoutes, Unrouted)
+export const DbRoutes = Layer.mergeAll(RpcRoutes, SyncIfOn, Unrouted)

@@ -47,6 +47,7 @@ export const snapshot: Effect.Effect<ReadonlyArray<MetricSample>> = Effect.map(M
       const tags = Object.fromEntries(pair.metricKey.tags.map((t) => [t.key, t.value]))
       const state = pair.metricState
       if (MetricState.isCounterState(state)) return [{ name: pair.metricKey.name, tags, count: Number(state.count) }]
+      if (MetricState.isGaugeState(state)) return [{ name: pair.metricKey.name, tags, count: Number(state.value) }]
       if (MetricState.isHistogramState(state)) return [{ name: pair.metricKey.name, tags, count: state.count, sum: state.sum }]
       return []
     })

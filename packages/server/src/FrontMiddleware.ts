@@ -65,7 +65,18 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             Effect.gen(function* () {
               const millis = (yield* Clock.currentTimeMillis) - started
               yield* FrontMetrics.recordRequest(route(), status, millis)
-              yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`)
+              // One structured line per request: fields a JSON or logfmt logger prints as keys.
+              yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`).pipe(
+                Effect.annotateLogs({
+                  method: request.method,
+                  route: route(),
+                  status,
+                  durationMs: millis,
+                  traceId: span.traceId,
+                  ...(correlation.invocationId !== undefined ? { invocationId: correlation.invocationId } : {}),
+                  ...(correlation.outcome !== undefined ? { outcome: correlation.outcome } : {})
+                })
+              )
             })
 
           const answer = Effect.gen(function* () {

@@ -12,19 +12,22 @@ import { DataRpcsWire } from "@cairn/domain/DataRpcs"
 import { Effect, Layer } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
+import { CurrentTransport } from "./EngineMetrics.js"
 
 export const rpcPath = dataRpcPath
 
 /** The wire group, behind the gate: every RPC receives the principal the gate verified. */
 const ServedRpcs = DataRpcsWire.middleware(Authentication)
 
+const rpc = Effect.provideService(CurrentTransport, "rpc")
+
 const Handlers = ServedRpcs.toLayer(
   Effect.gen(function* () {
     const plane = yield* DataPlane
     return ServedRpcs.of({
-      Describe: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, payload)).pipe(answerRpc("Describe")),
-      Query: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query")),
-      Mutate: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, payload)).pipe(answerRpc("Mutate"))
+      Describe: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, payload)).pipe(answerRpc("Describe"), rpc),
+      Query: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query"), rpc),
+      Mutate: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, payload)).pipe(answerRpc("Mutate"), rpc)
     })
   })
 )

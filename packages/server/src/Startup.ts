@@ -11,6 +11,8 @@ import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from 
 import { corsOriginsConfig } from "./CorsOrigins.js"
 import { discoveryLimitsConfig } from "./ExposureGuard.js"
 import { limitsConfig } from "./Limits.js"
+import { operatorSettingsConfig } from "./OperatorSettings.js"
+import * as Redaction from "@cairn/domain/Redaction"
 import { settingsConfig } from "./Settings.js"
 
 /** Every setting read through `Config` at startup, together, so that their problems accumulate. */
@@ -22,6 +24,7 @@ export const allSettings = Config.all([
   syncConfig,
   discoveryLimitsConfig,
   corsOriginsConfig,
+  operatorSettingsConfig,
   Config.literal("pretty", "json", "logfmt")("CAIRN_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
 ])
 
@@ -36,11 +39,19 @@ export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArr
     unsupportedCase: (_, path, message) => [`${path.join("_") || "setting"}: ${message}`]
   }).filter((line, i, all) => all.indexOf(line) === i)
 
-/** The logger the operator asked for: Effect's pretty lines (default), JSON (one object per line) or logfmt. */
+/** A logger in `format`, every line passed through the one redaction rule first. */
+export const loggerFor = (format: "pretty" | "json" | "logfmt"): Logger.Logger<unknown, void> =>
+  format === "json"
+    ? Logger.withConsoleLog(Redaction.logger(Logger.jsonLogger))
+    : format === "logfmt"
+      ? Logger.withConsoleLog(Redaction.logger(Logger.logfmtLogger))
+      : Redaction.logger(Logger.prettyLogger())
+
+/** The logger the operator asked for: Effect's pretty lines (default), JSON (one object per line) or logfmt; always redacted. */
 export const LoggerLive = Layer.unwrapEffect(
   Effect.map(
     Effect.orElseSucceed(Config.literal("pretty", "json", "logfmt")("CAIRN_LOG_FORMAT").pipe(Config.withDefault("pretty" as const)), () => "pretty" as const),
-    (format) => (format === "json" ? Logger.json : format === "logfmt" ? Logger.logFmt : Logger.pretty)
+    (format) => Logger.replace(Logger.defaultLogger, loggerFor(format))
   )
 )
 

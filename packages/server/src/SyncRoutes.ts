@@ -16,6 +16,7 @@ import { SyncRpcsWire } from "@cairn/domain/SyncRpcs"
 import { Context, Effect, Layer, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
+import { CurrentTransport } from "./EngineMetrics.js"
 import * as PacedHttpProtocol from "./internal/pacedHttpProtocol.js"
 import { Limits } from "./Limits.js"
 
@@ -42,13 +43,16 @@ const Handlers = ServedSyncRpcs.toLayer(
     const transport = yield* Transport
     return ServedSyncRpcs.of({
       SyncSnapshot: (payload) =>
-        Effect.flatMap(CurrentPrincipal, (principal) => plane.snapshot(principal, payload)).pipe(answerRpc("SyncSnapshot")),
+        Effect.flatMap(CurrentPrincipal, (principal) => plane.snapshot(principal, payload)).pipe(answerRpc("SyncSnapshot"), Effect.provideService(CurrentTransport, "sync")),
       SyncChanges: (payload, { clientId }) =>
         Stream.unwrap(
           Effect.map(CurrentPrincipal, (principal) =>
             transport.paced(
               clientId,
-              plane.changes(principal, payload).pipe(Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))))
+              plane.changes(principal, payload).pipe(
+                Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))),
+                Stream.provideService(CurrentTransport, "sync")
+              )
             )
           )
         )

@@ -126,7 +126,13 @@ describe("front", () => {
         const id = answer.headers["x-request-id"] as string
         const lines = logs.filter((line) => line.includes(`requestId=${id}`) && line.includes("level=INFO"))
         expect(lines, expected).toHaveLength(1)
-        expect(lines[0], expected).toMatch(new RegExp(`message="${expected.replace(/[()]/g, "\\$&")} \\d+ms" requestId=${id}$`))
+        expect(lines[0], expected).toMatch(new RegExp(`message="${expected.replace(/[()]/g, "\\$&")} \\d+ms"`))
+        // The same facts as fields (in any order), for JSON and logfmt readers: id, method, route pattern, status, duration, trace id.
+        const [method, route, status] = expected.split(" ")
+        const fields = ` ${lines[0]!} `
+        for (const field of [`requestId=${id}`, `method=${method}`, `route=${route}`, `status=${status}`]) expect(fields, expected).toContain(` ${field} `)
+        expect(fields, expected).toMatch(/ durationMs=\d+ /)
+        expect(fields, expected).toMatch(/ traceId=[0-9a-f]{32} /)
       }
       const all = logs.join("\n")
       for (const secret of [headers.authorization.slice("Bearer ".length), marker, "SECRETQUERYTOKEN", "secret-path-segment", "eyJhbGciOiJub25lIn0"]) {

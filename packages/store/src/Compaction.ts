@@ -7,7 +7,8 @@ import { Cause, type Duration, Effect, FiberRef, HashMap, Metric } from "effect"
 import type * as Writer from "./Writer.js"
 
 export const compactedCommits = Metric.counter("cairn_sync_compacted_commits_total", {
-  description: "Commits whose change payloads compaction dropped"
+  description: "Commits whose change payloads compaction dropped",
+  incremental: true
 })
 
 /**

@@ -10,7 +10,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, Option, RcMap, type Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, type Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
@@ -21,7 +21,7 @@ import { lastPosition } from "./Log.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
 import { type Registration, Registry } from "./Registry.js"
-import { type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
+import { countWriteFault, type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
 import { StoreConfig } from "./StoreConfig.js"
 import * as Writer from "./Writer.js"
 
@@ -67,9 +67,15 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
 export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
   DatabaseId.make(Digest.databaseId(databaseKey))
 
-export const activations = Metric.counter("cairn_database_activations_total", { description: "Databases opened" })
+export const activations = Metric.counter("cairn_database_activations_total", { description: "Databases opened", incremental: true })
+export const activationLatency = Metric.histogram(
+  "cairn_database_activation_duration_ms",
+  MetricBoundaries.exponential({ start: 1, factor: 2, count: 14 }),
+  "Milliseconds to open a database (checks, migrations, first connection)"
+)
 export const evictions = Metric.counter("cairn_database_evictions_total", {
-  description: "Databases closed, by reason: idle, capacity, shutdown"
+  description: "Databases closed, by reason: idle, capacity, shutdown",
+  incremental: true
 })
 export const openDatabases = Metric.gauge("cairn_databases_open", { description: "Databases currently open" })
 
@@ -308,6 +314,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             yield* Deferred.succeed(closed, undefined)
           })
         )
+        const opening = yield* Clock.currentTimeMillis
         const { database, installed } = yield* openFile(id).pipe(
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
@@ -316,7 +323,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
               return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))
             }
             return Effect.zipRight(
-              Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id })),
+              Effect.zipRight(countWriteFault(cause), Effect.logError("database activation failed", cause).pipe(Effect.annotateLogs({ database: id }))),
               Effect.fail(new ActivationError({ databaseId: id, cause: Cause.squash(cause) }))
             )
           })
@@ -324,6 +331,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         activated = true
         opened.add(id)
         yield* Metric.increment(activations)
+        yield* Metric.update(activationLatency, (yield* Clock.currentTimeMillis) - opening)
         yield* gauge
         yield* Effect.logInfo("database activated").pipe(Effect.annotateLogs({ database: id, catalog: installed }))
         return database

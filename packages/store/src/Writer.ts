@@ -7,6 +7,7 @@ import type { SqlClient } from "@effect/sql"
 import {
   Cause,
   Chunk,
+  Context,
   Clock,
   Deferred,
   Effect,
@@ -19,6 +20,7 @@ import {
   Option,
   Queue,
   Schema,
+  Tracer,
   type Scope,
   type Subscribable,
   SubscriptionRef
@@ -37,6 +39,7 @@ import * as Receipts from "./internal/receipts.js"
 import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from "./Log.js"
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
+import { countWriteFault } from "./StorageFault.js"
 import * as Position from "./Position.js"
 
 /** One validated mutation intent, ready for the writer. */
@@ -93,7 +96,12 @@ export interface WriterOptions {
 }
 
 export const mutationsTotal = Metric.counter("cairn_mutations_total", {
-  description: "Mutation answers by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded"
+  description: "Mutation answers (receipt outcomes) by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded",
+  incremental: true
+})
+/** Invocations waiting in every writer's queue (summed over databases: database ids are never labels). */
+export const queueDepth = Metric.gauge("cairn_writer_queue_depth", {
+  description: "Invocations waiting in the writers' queues, summed over open databases"
 })
 export const groupSize = Metric.histogram(
   "cairn_writer_group_size",
@@ -113,6 +121,10 @@ export const targetInaccessible = (entity: string) =>
 interface Item {
   readonly invocation: Invocation
   readonly deferred: Deferred.Deferred<Receipt, SubmitError>
+  /** The submitting request's log annotations: the drain fiber logs this invocation under them. */
+  readonly annotations: HashMap.HashMap<string, unknown>
+  /** The submitting request's span, which the group's span links to. */
+  readonly span: Tracer.AnySpan | undefined
 }
 
 /** A `_cairn_commits` row, as the group's batch insert binds it. */
@@ -223,7 +235,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         const receiptRows: Array<ReceiptRow> = []
         const tally: Record<string, number> = {}
         const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
-        for (const { invocation } of items) {
+        for (const { annotations, invocation } of items) {
           const prior = decided.get(invocation.invocationId)
           if (prior) {
             const replay = yield* Effect.exit(Receipts.answer(prior, invocation.intent))
@@ -285,7 +297,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
               exit.cause,
               "Operation handler failed; the invocation was rolled back and no receipt stored",
               invocation.operation
-            )
+            ).pipe(Effect.locally(FiberRef.currentLogAnnotations, annotations))
             answers.push(Exit.die(error))
             note("defect")
           }
@@ -309,13 +321,22 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           yield* Effect.forEach(items, (item, i) => Deferred.done(item.deferred, result.value.answers[i]!), { discard: true })
         } else {
           // The transaction failed as a whole (storage fault): nothing of the group was applied.
+          yield* countWriteFault(result.cause)
           const error = yield* defect(result.cause, "Group commit failed; the whole group was rolled back")
           yield* countOutcome("defect", items.length)
           yield* Effect.forEach(items, (item) => Deferred.die(item.deferred, error), { discard: true })
         }
-      }).pipe(Effect.withSpan("Writer.group", { root: true, attributes: { "cairn.group.size": items.length } }))
+      }).pipe(
+        Effect.withSpan("Writer.group", {
+          root: true,
+          attributes: { "cairn.group.size": items.length },
+          // Every invocation's request span: the group is one hop of each of their traces.
+          links: items.flatMap((item): Array<Tracer.SpanLink> => (item.span === undefined ? [] : [{ _tag: "SpanLink", span: item.span, attributes: {} }]))
+        })
+      )
 
     yield* Queue.takeBetween(queue, 1, options.maxBatch).pipe(
+      Effect.tap((chunk) => Metric.incrementBy(queueDepth, -Chunk.size(chunk))),
       Effect.flatMap((chunk) => Effect.uninterruptible(runGroup(Chunk.toReadonlyArray(chunk)))),
       Effect.forever,
       // The drain fiber outlives the request that activated the database: it keeps none of its annotations.
@@ -328,6 +349,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       Effect.gen(function* () {
         closed = true
         const rest = yield* Queue.takeAll(queue)
+        yield* Metric.incrementBy(queueDepth, -Chunk.size(rest))
         yield* Effect.forEach(rest, (item) => Deferred.fail(item.deferred, overloaded()), { discard: true })
         yield* Queue.shutdown(queue)
       })
@@ -338,8 +360,19 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       Effect.suspend(() => {
         if (closed) return Effect.fail(overloaded())
         const deferred = Deferred.unsafeMake<Receipt, SubmitError>(FiberId.none)
-        return Effect.flatMap(Queue.offer(queue, { invocation, deferred }), (accepted) =>
-          accepted ? Deferred.await(deferred) : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
+        return Effect.flatMap(
+          Effect.withFiberRuntime<boolean>((fiber) =>
+            Queue.offer(queue, {
+              invocation,
+              deferred,
+              annotations: fiber.getFiberRef(FiberRef.currentLogAnnotations),
+              span: Option.getOrUndefined(Context.getOption(fiber.currentContext, Tracer.ParentSpan))
+            })
+          ),
+          (accepted) =>
+          accepted
+            ? Effect.zipRight(Metric.increment(queueDepth), Deferred.await(deferred))
+            : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
         )
       })
 

@@ -124,7 +124,7 @@ describe("Writer", () => {
       const switches: Switches = { latch: undefined, explode: true }
       yield* Effect.gen(function* () {
         const req = request("Note", "probe", { title: "Fragile" })
-        const [exit, lines] = yield* captureLogs(Effect.exit(send(req)))
+        const [exit, lines] = yield* captureLogs(Effect.exit(send(req).pipe(Effect.annotateLogs("requestId", "req-annotated-7"))))
         assert.isTrue(Exit.isFailure(exit))
         const defect = Exit.isFailure(exit) ? Option.getOrUndefined(Cause.dieOption(exit.cause)) : undefined
         assert.instanceOf(defect, InternalError)
@@ -136,6 +136,8 @@ describe("Writer", () => {
         const line = lines.find((l) => l.includes(error.correlationId))
         assert.isDefined(line)
         assert.include(line!, "DEADBEEF")
+        // Logged by the writer's drain fiber, under the submitting request's annotations.
+        assert.include(line!, "req-annotated-7")
         assert.notInclude(lines.join("\n"), "org-acme")
         assert.strictEqual((yield* rows(`SELECT count(*) AS n FROM "Note"`))[0]!.n, 0)
         assert.strictEqual((yield* rows(`SELECT count(*) AS n FROM _cairn_receipts`))[0]!.n, 0)

@@ -174,7 +174,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               entry += 1
               after = null
             }
-            return { start, entry, after, records }
+            return { start, entry, after, records, bytes }
           })
         )
       )
@@ -186,6 +186,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         })
       }
       yield* Metric.increment(SyncMetrics.snapshotPages)
+      yield* Metric.update(SyncMetrics.snapshotPageBytes, page.bytes)
       if (page.entry >= scope.entries.length) {
         yield* Metric.update(SyncMetrics.snapshotRecords, sent)
         const result: SnapshotPage = {
@@ -284,6 +285,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const live = request.live ?? true
           const narrowing = narrowingOf(view.catalog, scope)
           const waitBeyond = live ? yield* commitSignal(database) : () => Effect.void
+          if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {

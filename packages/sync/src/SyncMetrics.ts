@@ -5,10 +5,11 @@
 import type { ResnapshotReason } from "@cairn/domain/Sync"
 import { Effect, Metric, MetricBoundaries } from "effect"
 
-export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor" })
+export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor", incremental: true })
 
 export const resnapshots = Metric.counter("cairn_sync_resnapshots_total", {
-  description: "Resnapshot instructions sent, by public reason"
+  description: "Resnapshot instructions sent, by public reason",
+  incremental: true
 })
 
 export const snapshotRecords = Metric.histogram(
@@ -17,7 +18,16 @@ export const snapshotRecords = Metric.histogram(
   "Records in each completed snapshot"
 )
 
-export const snapshotPages = Metric.counter("cairn_sync_snapshot_pages_total", { description: "Snapshot pages served" })
+export const snapshotPages = Metric.counter("cairn_sync_snapshot_pages_total", { description: "Snapshot pages served", incremental: true })
+
+export const snapshotPageBytes = Metric.histogram(
+  "cairn_sync_snapshot_page_bytes",
+  MetricBoundaries.exponential({ start: 256, factor: 4, count: 10 }),
+  "Encoded record bytes in each snapshot page served"
+)
+
+/** Changes streams open right now (a gauge moved up when one opens and down when it ends). */
+export const liveStreams = Metric.gauge("cairn_sync_live_streams", { description: "Live sync changes streams currently open" })
 
 export const lagMillis = Metric.histogram(
   "cairn_sync_lag_ms",

@@ -53,6 +53,8 @@ export interface StartOptions {
   readonly pages?: Parameters<typeof App>[1]
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
+  /** Replaces the default logger (e.g. to capture the lines a test reads). */
+  readonly logger?: Logger.Logger<unknown, void>
 }
 
 /** Starts the server for the current scope; it stops (databases closed) when the scope closes. */
@@ -82,7 +84,8 @@ export const startApp = (options: StartOptions = {}) =>
       layer.pipe(
         Layer.provide(Settings.layer(settings)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
-        Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning))
+        Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning)),
+        Layer.provide(options.logger === undefined ? Layer.empty : Logger.replace(Logger.defaultLogger, options.logger))
       )
     yield* Layer.build(provided(App(options.deployment ?? trackerDeployment, options.pages)))
 

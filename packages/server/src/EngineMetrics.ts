@@ -1,0 +1,106 @@
+/**
+ * The engine's own metrics, counted once in `DataPlane` whatever the transport: verb latency
+ * and outcome by transport and verb, and query-budget failures by limit. The transport is an
+ * ambient label each route sets (`CurrentTransport`); labels are closed sets, never ids or text.
+ */
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricLabel, Stream } from "effect"
+
+export type TransportName = "rpc" | "sync" | "mcp" | "internal"
+
+/** Which way in the current call came; the routes set it, anything else is `internal`. */
+export class CurrentTransport extends Context.Reference<CurrentTransport>()("@cairn/server/EngineMetrics/CurrentTransport", {
+  defaultValue: (): TransportName => "internal"
+}) {}
+
+export const verbLatency = Metric.histogram(
+  "cairn_engine_verb_duration_ms",
+  MetricBoundaries.exponential({ start: 0.25, factor: 2, count: 16 }),
+  "Milliseconds the engine spent on one verb (admission to answer), by transport, verb and outcome"
+)
+
+export const budgetFailures = Metric.counter("cairn_query_budget_failures_total", {
+  description: "Requests refused with query_budget_exceeded, by transport and the limit that was exceeded",
+  incremental: true
+})
+
+/** The limits a budget failure may name; anything else is counted as `other` so the label set stays closed. */
+const knownLimits = new Set([
+  "maxPageSize",
+  "maxProjection",
+  "maxPathDepth",
+  "maxFilterNodes",
+  "maxInValues",
+  "maxOrderTerms",
+  "maxRowsExamined",
+  "snapshot size"
+])
+
+const limitLabel = (limit: unknown) => (typeof limit === "string" && knownLimits.has(limit) ? limit.replace(/ /g, "_") : "other")
+
+interface Tagged {
+  readonly _tag: string
+  readonly code?: string
+  readonly limit?: unknown
+}
+
+/** The public code of an engine failure, or its refusal kind: a closed set. */
+const outcomeOf = (error: Tagged): string =>
+  typeof error.code === "string" ? error.code : error._tag === "InternalFailure" ? "internal_error" : error._tag.replace(/[A-Z]/g, (c, i) => `${i === 0 ? "" : "_"}${c.toLowerCase()}`)
+
+// Tagged metrics are built once per label set (the sets are closed), not on every request.
+const latencyFor = new Map<string, Metric.Metric.Histogram<number>>()
+const latencyOf = (transport: string, verb: string, outcome: string) => {
+  const key = `${transport}\u0000${verb}\u0000${outcome}`
+  let metric = latencyFor.get(key)
+  if (metric === undefined) {
+    metric = Metric.taggedWithLabels(verbLatency, [
+      MetricLabel.make("transport", transport),
+      MetricLabel.make("verb", verb),
+      MetricLabel.make("outcome", outcome)
+    ])
+    latencyFor.set(key, metric)
+  }
+  return metric
+}
+
+const countBudget = (transport: TransportName, error: Tagged) =>
+  error._tag === "QueryBudgetExceeded"
+    ? Metric.increment(Metric.tagged(Metric.tagged(budgetFailures, "transport", transport), "limit", limitLabel(error.limit)))
+    : Effect.void
+
+/** Times one verb and counts its outcome (and any budget failure) under the current transport. */
+export const instrument =
+  (verb: string) =>
+  <A, E extends Tagged, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.flatMap(CurrentTransport, (transport) => {
+      const started = performance.now()
+      return Effect.onExit(effect, (exit) => {
+        const millis = performance.now() - started
+        let outcome = "ok"
+        let budget: Effect.Effect<void> = Effect.void
+        if (Exit.isFailure(exit)) {
+          const failure = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+          outcome = failure === undefined ? (exit.cause._tag === "Interrupt" ? "interrupted" : "internal_error") : outcomeOf(failure)
+          if (failure !== undefined) budget = countBudget(transport, failure)
+        }
+        return Effect.zipRight(
+          budget,
+          Metric.update(latencyOf(transport, verb, outcome), millis)
+        )
+      })
+    })
+
+/** For a stream verb (`changes`): its failures and budget refusals, counted like any verb's. */
+export const instrumentStream =
+  (verb: string) =>
+  <A, E extends Tagged, R>(stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+    Stream.unwrap(
+      Effect.map(CurrentTransport, (transport) =>
+        Stream.tapError(stream, (error) =>
+          Effect.zipRight(
+            countBudget(transport, error),
+            Metric.update(latencyOf(transport, verb, outcomeOf(error)), 0)
+          )
+        )
+      )
+    )

@@ -1,0 +1,75 @@
+/**
+ * The operator's Prometheus endpoint: every `cairn_*` Effect metric, in the Prometheus text
+ * format written by the OpenTelemetry Prometheus exporter, at `GET /metrics` on a listener of
+ * its own (`CAIRN_METRICS_HOST`:`CAIRN_METRICS_PORT`, loopback by default), never on the
+ * public port. Not configured, nothing listens.
+ */
+import { createServer, type Server } from "node:http"
+import type { AddressInfo } from "node:net"
+import * as OtelMetrics from "@effect/opentelemetry/Metrics"
+import * as Resource from "@effect/opentelemetry/Resource"
+import { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
+import type { MetricProducer } from "@opentelemetry/sdk-metrics"
+import { Effect, Layer, Option } from "effect"
+import { OperatorSettings } from "./OperatorSettings.js"
+
+const listen = (host: string, port: number, exporter: PrometheusExporter) =>
+  Effect.acquireRelease(
+    Effect.async<Server, Error>((resume) => {
+      const server = createServer((request, response) => {
+        const path = (request.url ?? "").split("?")[0]
+        if (request.method === "GET" && path === "/metrics") {
+          exporter.getMetricsRequestHandler(request, response)
+          return
+        }
+        response.writeHead(404, { "content-type": "text/plain" }).end("Only GET /metrics is served here.\n")
+      })
+      server.once("error", (error) => resume(Effect.fail(error)))
+      server.listen(port, host, () => resume(Effect.succeed(server)))
+    }),
+    (server) => Effect.async<void>((resume) => {
+      server.closeAllConnections()
+      server.close(() => resume(Effect.void))
+    })
+  )
+
+/** Serves the endpoint when `CAIRN_METRICS_PORT` is set. Needs `OperatorSettings`. */
+export const MetricsEndpointLive = Layer.unwrapEffect(
+  Effect.map(OperatorSettings, (settings) =>
+    Option.match(settings.metrics, {
+      onNone: () => Layer.empty,
+      onSome: ({ host, port }) =>
+        Layer.scopedDiscard(
+          Effect.gen(function* () {
+            // No timestamps and no `target_info`: the scrape is the metrics and their help text only.
+            const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true })
+            const effectProducer = yield* OtelMetrics.makeProducer
+            // Only Cairn's own metrics: the runtime's `effect_fiber_*` are not part of the operator's contract.
+            const producer: MetricProducer = {
+              collect: (options) =>
+                effectProducer.collect(options).then((collected) => ({
+                  ...collected,
+                  resourceMetrics: {
+                    ...collected.resourceMetrics,
+                    scopeMetrics: collected.resourceMetrics.scopeMetrics.map((scope) => ({
+                      ...scope,
+                      // Units are in the names (`_ms`, `_bytes`); Effect's placeholder unit "1" would only add `# UNIT` noise.
+                      metrics: scope.metrics
+                        .filter((metric) => metric.descriptor.name.startsWith("cairn_"))
+                        .map((metric) => ({ ...metric, descriptor: { ...metric.descriptor, unit: "" } }))
+                    }))
+                  }
+                }))
+            }
+            yield* OtelMetrics.registerProducer(producer, () => exporter)
+            const server = yield* listen(host, port, exporter).pipe(
+              Effect.mapError((error) => new Error(`the metrics listener cannot bind ${host}:${port} (${error.message})`)),
+              Effect.orDie
+            )
+            const bound = server.address() as AddressInfo
+            yield* Effect.logInfo(`Cairn metrics at http://${host.includes(":") ? `[${host}]` : host}:${bound.port}/metrics`)
+          })
+        ).pipe(Layer.provide(Resource.layer({ serviceName: "cairn" })))
+    })
+  )
+)
