@@ -13,13 +13,13 @@ import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/Deployment"
 import { allSettings } from "@cairn/server/Startup"
-import { Backup, Position, Restore } from "@cairn/store"
+import { Backup, DatabasePlans, Position, Restore } from "@cairn/store"
 import { databaseId } from "@cairn/store/Databases"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { trackerDeployment } from "@cairn/tracker/application"
 import { exportName, invocationDirectory, loadDeployment } from "./AppModule.js"
 import { generate } from "./BindingsGenerator.js"
-import { deploymentProblems, settingsProblems } from "./Check.js"
+import { databasePlans, deploymentProblems, settingsProblems } from "./Check.js"
 import { serveDeployment } from "./Serve.js"
 import { mintForRunningServer, splitRoles } from "./TokenCommand.js"
 
@@ -111,7 +111,8 @@ const serve = Command.make("serve", { app }, ({ app }) =>
 const check = Command.make("check", { app }, ({ app }) =>
   Effect.gen(function* () {
     const { definition, name } = yield* loadDeployment(app)
-    const problems = [...(yield* deploymentProblems(definition)), ...(yield* settingsProblems)]
+    const planned = yield* databasePlans(definition)
+    const problems = [...(yield* deploymentProblems(definition)), ...(yield* settingsProblems), ...planned.problems]
     if (problems.length > 0) {
       yield* Console.error(`${name} cannot be served; ${problems.length === 1 ? "1 problem" : `${problems.length} problems`}:\n${problems.map((p) => `  - ${p}`).join("\n")}`)
       return yield* Effect.sync(() => {
@@ -121,10 +122,32 @@ const check = Command.make("check", { app }, ({ app }) =>
     const deployment = yield* Deployment.make(definition)
     const [settings] = yield* allSettings
     yield* Console.log(
-      `OK: ${name}: root schema "${deployment.catalog.name}", ${deployment.catalog.entities.length} entities, ${deployment.catalog.operations.length} operations, policy and handlers complete; settings valid (${settings.baseUrl}, stage ${settings.stageSetting}, data ${settings.dataDir})`
+      `OK: ${name}: root schema "${deployment.catalog.name}", ${deployment.catalog.entities.length} entities, ${deployment.catalog.operations.length} operations, policy and handlers complete; settings valid (${settings.baseUrl}, stage ${settings.stageSetting}, data ${settings.dataDir}); catalog installs over ${planned.plans.length === 1 ? "1 database" : `${planned.plans.length} databases`}`
     )
   })
 ).pipe(Command.withDescription("Compile and validate a deployment and every setting without serving; list every problem (exit 1) or print one OK line."))
+
+const migratePlan = Command.make("plan", { app }, ({ app }) =>
+  Effect.gen(function* () {
+    const { definition, name } = yield* loadDeployment(app)
+    const deployment = yield* Deployment.make(definition)
+    const { dataDir } = yield* storeConfig
+    const plans = yield* DatabasePlans.planDirectory(dataDir, deployment.catalog)
+    yield* Console.log(`change plan of ${name} over ${dataDir}:\n${DatabasePlans.render(plans)}`)
+    const refused = DatabasePlans.problemsOfAll(plans)
+    if (refused.length > 0) {
+      yield* Console.error(`${refused.length === 1 ? "1 change is" : `${refused.length} changes are`} refused: the deployment cannot be served until a migration covers ${refused.length === 1 ? "it" : "them"} or the data satisfies ${refused.length === 1 ? "it" : "them"}`)
+      return yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
+  })
+).pipe(Command.withDescription("Print the change plan of the deployment's catalog over every database: each change classified, offending row counts, migrations to run (no values)."))
+
+const migrate = Command.make("migrate").pipe(
+  Command.withDescription("Plan and apply catalog changes and migrations over every database."),
+  Command.withSubcommands([migratePlan])
+)
 
 const token = Command.make(
   "token",
@@ -186,7 +209,7 @@ const bindings = Command.make(
 
 const cairn = Command.make("cairn").pipe(
   Command.withDescription("Cairn's operator commands."),
-  Command.withSubcommands([serve, check, token, bindings, backup, restore])
+  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore])
 )
 
 const run = Command.run(cairn, { name: "cairn", version: "0.1.0" })

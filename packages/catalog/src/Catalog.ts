@@ -10,6 +10,7 @@ import { CatalogError } from "./CatalogError.js"
 import type { Entity } from "./Entity.js"
 import { digest } from "./Digest.js"
 import { analyze, type ColumnType } from "./internal/storedType.js"
+import type { Migration } from "./Migration.js"
 import type * as Operation from "./Operation.js"
 import type { RootSchema } from "./RootSchema.js"
 
@@ -111,7 +112,9 @@ export class Catalog {
     /** Digest of the stored representation only: what installation validates against. */
     readonly fingerprint: string,
     /** Digest of the compiled policy, once one is attached. */
-    readonly policyDigest: string = ""
+    readonly policyDigest: string = "",
+    /** The root schema's explicit migrations, in order. */
+    readonly migrations: ReadonlyArray<Migration> = []
   ) {
     this.token = digest({ v: 1, definitions: definitionsDigest, policy: policyDigest }).slice(0, 24)
     this.entityIndex = new Map(entities.map((e) => [e.name, e]))
@@ -138,7 +141,8 @@ export class Catalog {
       this.operations,
       this.definitionsDigest,
       this.fingerprint,
-      policyDigest
+      policyDigest,
+      this.migrations
     )
   }
 }
@@ -359,5 +363,18 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         indexes: e.indexes
       }))
     })
-    return Effect.succeed(new Catalog(root.name, entities, traits, operations, definitionsDigest, fingerprint))
+    const migrationNames = new Set<string>()
+    for (const m of root.migrations ?? []) {
+      if (m.name.trim() === "") problems.push(`migration: a migration needs a name`)
+      if (migrationNames.has(m.name)) problems.push(`migration "${m.name}": duplicate name`)
+      migrationNames.add(m.name)
+      for (const covered of m.covers) {
+        const [entity, field, ...rest] = covered.split(".")
+        if (rest.length > 0 || entity === undefined || !ENTITY_NAME.test(entity) || (field !== undefined && !MEMBER_NAME.test(field))) {
+          problems.push(`migration "${m.name}": covers "${covered}", which is neither Entity nor Entity.field`)
+        }
+      }
+    }
+    if (problems.length > 0) return Effect.fail(new CatalogError({ problems }))
+    return Effect.succeed(new Catalog(root.name, entities, traits, operations, definitionsDigest, fingerprint, "", root.migrations ?? []))
   })

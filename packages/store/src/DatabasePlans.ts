@@ -1,0 +1,86 @@
+/**
+ * The change plan of a catalog over every database of a data directory, computed without
+ * serving: each database file is opened read-only (safe next to a running server), its install
+ * record compared with the catalog and, for changes that need validation, its tables scanned.
+ * `cairn check`, `cairn migrate plan` and startup all read this.
+ */
+import { existsSync, readdirSync } from "node:fs"
+import { join } from "node:path"
+import * as Reactivity from "@effect/experimental/Reactivity"
+import { SqliteClient } from "@effect/sql-sqlite-node"
+import { Cause, Effect, Option } from "effect"
+import { type Catalog } from "@cairn/catalog/Catalog"
+import * as ChangePlan from "./ChangePlan.js"
+import { planFor, problemsOf, readRecord } from "./Install.js"
+
+export interface DatabasePlan {
+  /** The database's opaque id (its file name): operator-facing. */
+  readonly databaseId: string
+  readonly changes: ReadonlyArray<ChangePlan.PlannedChange>
+  /** Declared migrations with a step this database has not applied yet, in order. */
+  readonly pendingMigrations: ReadonlyArray<string>
+  /** One line per refused change; empty when the catalog can be installed. */
+  readonly problems: ReadonlyArray<string>
+}
+
+/** The ids of the databases in `dataDir`, sorted. */
+export const databaseIds = (dataDir: string): ReadonlyArray<string> => {
+  const directory = join(dataDir, "databases")
+  if (!existsSync(directory)) return []
+  return readdirSync(directory)
+    .filter((f) => /^[0-9a-f]{32}\.sqlite$/.test(f))
+    .map((f) => f.slice(0, -".sqlite".length))
+    .sort()
+}
+
+/** The plan for one database file; a file without an install record has nothing to plan. */
+export const planDatabase = (dataDir: string, databaseId: string, catalog: Catalog) =>
+  Effect.scoped(
+    Effect.gen(function* () {
+      const sql = yield* SqliteClient.make({ filename: join(dataDir, "databases", `${databaseId}.sqlite`), readonly: true })
+      const record = yield* readRecord(sql)
+      if (Option.isNone(record)) return { databaseId, changes: [], pendingMigrations: [], problems: [] } satisfies DatabasePlan
+      const changes = yield* planFor(sql, record.value, catalog)
+      const applied = record.value.representation.migrations ?? []
+      return {
+        databaseId,
+        changes,
+        pendingMigrations: catalog.migrations.filter((m) => m.step !== undefined && !applied.includes(m.name)).map((m) => m.name),
+        problems: problemsOf(changes)
+      } satisfies DatabasePlan
+    })
+  ).pipe(Effect.provide(Reactivity.layer))
+
+const messageOf = (error: unknown) => (error instanceof Error ? error.message : String(error)).split("\n")[0]
+
+/** The plan for every database of `dataDir`; a file that cannot be read is a problem of its own. */
+export const planDirectory = (dataDir: string, catalog: Catalog): Effect.Effect<ReadonlyArray<DatabasePlan>> =>
+  Effect.forEach(databaseIds(dataDir), (databaseId) =>
+    planDatabase(dataDir, databaseId, catalog).pipe(
+      Effect.catchAllCause((cause) =>
+        Effect.succeed<DatabasePlan>({
+          databaseId,
+          changes: [],
+          pendingMigrations: [],
+          problems: [`the database file cannot be read to plan the change (${messageOf(Cause.squash(cause))})`]
+        })
+      )
+    )
+  )
+
+/** Every refused change of every database, one line each, prefixed by the database. */
+export const problemsOfAll = (plans: ReadonlyArray<DatabasePlan>): ReadonlyArray<string> =>
+  plans.flatMap((p) => p.problems.map((line) => `database ${p.databaseId}: ${line}`))
+
+/** The plan as an operator reads it: per database, every change with its verdict and counts. */
+export const render = (plans: ReadonlyArray<DatabasePlan>): string => {
+  if (plans.length === 0) return "no databases yet: the catalog installs as is"
+  const lines: Array<string> = []
+  for (const plan of plans) {
+    const refused = plan.problems.length
+    lines.push(`database ${plan.databaseId}: ${refused > 0 ? `REFUSED (${refused} ${refused === 1 ? "problem" : "problems"})` : plan.changes.length === 0 ? "unchanged" : "accepted"}`)
+    for (const change of plan.changes) lines.push(`  - ${change.entity === "*" ? `refused: ${change.summary}` : ChangePlan.describeChange(change)}`)
+    for (const name of plan.pendingMigrations) lines.push(`  - migration "${name}" will run`)
+  }
+  return lines.join("\n")
+}
