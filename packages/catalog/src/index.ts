@@ -1,4 +1,5 @@
 export * as Catalog from "./Catalog.js"
+export * as CatalogVersion from "./CatalogVersion.js"
 export * as CatalogError from "./CatalogError.js"
 export * as ColumnValue from "./ColumnValue.js"
 export * as Describe from "./Describe.js"
