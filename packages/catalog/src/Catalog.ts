@@ -132,6 +132,11 @@ export class Catalog {
     return this.operationIndex.get(`${owner}.${name}`)
   }
 
+  /** The same definitions with other declared migrations (which version the entities they cover). */
+  withMigrations(migrations: ReadonlyArray<Migration>): Catalog {
+    return new Catalog(this.name, this.entities, this.traits, this.operations, this.definitionsDigest, this.fingerprint, this.policyDigest, migrations)
+  }
+
   /** The same definitions under a token that also covers the compiled policy. */
   withPolicyDigest(policyDigest: string): Catalog {
     return new Catalog(

@@ -9,9 +9,11 @@
  *   schemas of its required input properties, and its output. A new optional input or a new
  *   description keeps it.
  *
- * The token a view issues (`v2.` + base64url) holds a 5-byte digest of `kind name@version` for
- * every definition the view shows. A request is checked only against the definitions it
- * touches: each must be in the token at its current version. So an additive change keeps old
+ * The token a view issues (`v2.` + base64url) holds a 4-byte digest of the root schema, then a
+ * 5-byte digest of `kind name@version` for every operation the view shows and every entity whose
+ * version is past its first (so a catalog of many entities that never needed a migration has a
+ * short token). A request is checked only against the definitions it touches: each must be in
+ * the token at its current version (an entity at its first version is in every token). So an additive change keeps old
  * tokens, bindings and sync cursors working, and an incompatible change to one definition
  * fails only the requests that touch it, with `catalog_changed`. Tokens from before versions
  * (`Catalog.token`, a digest of the whole catalog) are still admitted while that digest holds.
@@ -22,6 +24,8 @@ import { digest } from "./Digest.js"
 
 const PREFIX = "v2."
 const WIDTH = 5
+const HEAD = 4
+const FIRST = "1"
 
 /** A definition a request touches: an entity by name, an operation by `Owner.name`. */
 export type Touched = { readonly kind: "entity"; readonly name: string } | { readonly kind: "operation"; readonly owner: string; readonly name: string }
@@ -58,18 +62,23 @@ const keyOf = (touched: Touched) => (touched.kind === "entity" ? `entity:${touch
 const entry = (catalog: Catalog, key: string, version: string) =>
   createHash("sha256").update(`${catalog.name}\u0000${key}@${version}`).digest().subarray(0, WIDTH)
 
+const head = (catalog: Catalog) => createHash("sha256").update(`cairn/catalog-token/v2\u0000${catalog.name}`).digest().subarray(0, HEAD)
+
 const tokens = new WeakMap<Catalog, Map<string, string>>()
 
 /** The token of a view showing `entities` and `operations` of `catalog`. */
 export const tokenOf = (catalog: Catalog, entities: ReadonlyArray<CompiledEntity>, operations: ReadonlyArray<CompiledOperation>): string => {
-  const keys = [...entities.map((e) => `entity:${e.name}`), ...operations.map((o) => `operation:${o.owner}.${o.name}`)].sort()
+  const all = versionsOf(catalog)
+  const keys = [
+    ...entities.map((e) => `entity:${e.name}`).filter((k) => all.get(k) !== FIRST),
+    ...operations.map((o) => `operation:${o.owner}.${o.name}`)
+  ].sort()
   const visible = keys.join(",")
   let cache = tokens.get(catalog)
   if (cache === undefined) tokens.set(catalog, (cache = new Map()))
   let token = cache.get(visible)
   if (token === undefined) {
-    const all = versionsOf(catalog)
-    token = PREFIX + Buffer.concat(keys.map((k) => entry(catalog, k, all.get(k)!))).toString("base64url")
+    token = PREFIX + Buffer.concat([head(catalog), ...keys.map((k) => entry(catalog, k, all.get(k)!))]).toString("base64url")
     if (cache.size < 1024) cache.set(visible, token)
   }
   return token
@@ -84,14 +93,14 @@ export const admits = (catalog: Catalog, token: string, touched: ReadonlyArray<T
   if (token === catalog.token) return true
   if (!token.startsWith(PREFIX)) return false
   const bytes = Buffer.from(token.slice(PREFIX.length), "base64url")
-  if (bytes.length % WIDTH !== 0 || bytes.length === 0) return false
+  if (bytes.length < HEAD || (bytes.length - HEAD) % WIDTH !== 0 || !bytes.subarray(0, HEAD).equals(head(catalog))) return false
   const held = new Set<string>()
-  for (let i = 0; i < bytes.length; i += WIDTH) held.add(bytes.subarray(i, i + WIDTH).toString("hex"))
+  for (let i = HEAD; i < bytes.length; i += WIDTH) held.add(bytes.subarray(i, i + WIDTH).toString("hex"))
   const all = versionsOf(catalog)
   for (const t of touched) {
     const key = keyOf(t)
     const version = all.get(key)
-    if (version === undefined) continue
+    if (version === undefined || version === FIRST) continue
     if (!held.has(entry(catalog, key, version).toString("hex"))) return false
   }
   return true

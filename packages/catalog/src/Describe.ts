@@ -220,6 +220,8 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
     : rank(all, request.search!)
   const queryDigest = digest(mode)
 
+  // Pages belong to this exact catalog (descriptions included) as this view shows it.
+  const pageKey = digest([view.catalog.token, view.token]).slice(0, 22)
   let offset = 0
   if (request.page?.after !== undefined) {
     const opened = sealer.open("describe", DescribeCursor, request.page.after)
@@ -227,7 +229,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
       return yield* new InvalidQuery({ message: "page.after is not a cursor this service issued; start again without it." })
     }
     const cursor = opened.value
-    if (cursor.t !== view.token) {
+    if (cursor.t !== pageKey) {
       return yield* new InvalidQuery({
         message: "page.after belongs to an earlier version of the catalog; start again without it (the current catalogToken is in this error's result)."
       })
@@ -242,7 +244,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
   const result: DescribeResult = {
     catalogToken: view.token,
     cards: page.map((d) => cardOf(view, d)),
-    ...(next < matches.length ? { cursor: sealer.seal("describe", DescribeCursor, { t: view.token, q: queryDigest, o: next }) } : {})
+    ...(next < matches.length ? { cursor: sealer.seal("describe", DescribeCursor, { t: pageKey, q: queryDigest, o: next }) } : {})
   }
   return result
 })

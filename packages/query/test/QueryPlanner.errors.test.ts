@@ -5,7 +5,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { Entity, RootSchema, RowScope } from "@cairn/catalog"
+import { Entity, Migration, RootSchema, RowScope } from "@cairn/catalog"
 import { compile } from "@cairn/catalog/Catalog"
 import { describe as describeCatalog, DescribeLimits } from "@cairn/catalog/Describe"
 import { View } from "@cairn/catalog/View"
@@ -301,7 +301,7 @@ layer(TestLive)("query errors", (it) => {
       Effect.gen(function* () {
         yield* seed
         const after = yield* firstCursor()
-        const changed = View.full(catalog.withPolicyDigest("another policy"))
+        const changed = View.full(catalog.withMigrations([Migration.make({ name: "retype-task", description: "Task changed.", covers: ["Task"] })]))
         const error = yield* continueWith(after, paged, { view: changed })
         assert.strictEqual(error.code, "catalog_changed")
         assert.strictEqual(error._tag === "CatalogChanged" && error.catalogToken, changed.token)
