@@ -13,7 +13,9 @@ import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/Deployment"
 import { allSettings } from "@cairn/server/Startup"
-import { Backup, DatabasePlans, Position, Restore } from "@cairn/store"
+import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
+import { Registry } from "@cairn/store/Registry"
+import { StoreConfig } from "@cairn/store/StoreConfig"
 import { databaseId } from "@cairn/store/Databases"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { trackerDeployment } from "@cairn/tracker/application"
@@ -144,9 +146,47 @@ const migratePlan = Command.make("plan", { app }, ({ app }) =>
   })
 ).pipe(Command.withDescription("Print the change plan of the deployment's catalog over every database: each change classified, offending row counts, migrations to run (no values)."))
 
+/** `[#####·····] 3/10`: how far `apply` is through the databases. */
+const bar = (done: number, total: number) => {
+  const width = 20
+  const filled = total === 0 ? width : Math.round((done / total) * width)
+  return `[${"#".repeat(filled)}${"·".repeat(width - filled)}] ${done}/${total}`
+}
+
+const migrateApply = Command.make("apply", { app }, ({ app }) =>
+  Effect.gen(function* () {
+    const { definition, name } = yield* loadDeployment(app)
+    const deployment = yield* Deployment.make(definition)
+    const config = yield* storeConfig
+    yield* Console.log(`applying ${name}'s catalog and migrations to every database of ${config.dataDir}`)
+    const results = yield* MigrateApply.applyAll({
+      operations: deployment.operations,
+      onDatabase: (i, total, id) => Console.log(`${bar(i, total)} database ${id}`),
+      onBatch: (_id, b) => Console.log(`    migration "${b.migration}": batch ${b.batch} committed at position ${b.position}${b.state === "done" ? " (finished)" : ""}`)
+    }).pipe(Effect.provide(Registry.Default), Effect.provide(StoreConfig.layer(config)))
+    yield* Console.log(bar(results.length, results.length))
+    const count = (outcome: MigrateApply.Applied["outcome"]) => results.filter((r) => r.outcome === outcome).length
+    const batches = results.reduce((n, r) => n + r.batches, 0)
+    yield* Console.log(
+      `summary: ${results.length} ${results.length === 1 ? "database" : "databases"}: ${count("updated")} updated, ${count("unchanged")} unchanged, ${count("refused")} refused, ${count("failed")} failed; ${batches} migration ${batches === 1 ? "batch" : "batches"} committed`
+    )
+    const bad = results.filter((r) => r.outcome === "refused" || r.outcome === "failed")
+    if (bad.length > 0) {
+      yield* Console.error(bad.map((r) => `database ${r.databaseId}: ${r.outcome}: ${r.message ?? ""}`).join("\n"))
+      return yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
+  })
+).pipe(
+  Command.withDescription(
+    "Install the deployment's catalog and run pending migrations on every database now (the server stopped), with progress and a summary; activation would otherwise do it lazily."
+  )
+)
+
 const migrate = Command.make("migrate").pipe(
   Command.withDescription("Plan and apply catalog changes and migrations over every database."),
-  Command.withSubcommands([migratePlan])
+  Command.withSubcommands([migratePlan, migrateApply])
 )
 
 const token = Command.make(

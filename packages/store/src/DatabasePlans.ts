@@ -12,13 +12,14 @@ import { Cause, Effect, Option } from "effect"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import * as ChangePlan from "./ChangePlan.js"
 import { planFor, problemsOf, readRecord } from "./Install.js"
+import * as Migrations from "./Migrations.js"
 
 export interface DatabasePlan {
   /** The database's opaque id (its file name): operator-facing. */
   readonly databaseId: string
   readonly changes: ReadonlyArray<ChangePlan.PlannedChange>
-  /** Declared migrations with a step this database has not applied yet, in order. */
-  readonly pendingMigrations: ReadonlyArray<string>
+  /** Declared migrations with a step this database has not finished, in order, with the batches already committed. */
+  readonly pendingMigrations: ReadonlyArray<{ readonly name: string; readonly batches: number }>
   /** One line per refused change; empty when the catalog can be installed. */
   readonly problems: ReadonlyArray<string>
 }
@@ -42,10 +43,13 @@ export const planDatabase = (dataDir: string, databaseId: string, catalog: Catal
       if (Option.isNone(record)) return { databaseId, changes: [], pendingMigrations: [], problems: [] } satisfies DatabasePlan
       const changes = yield* planFor(sql, record.value, catalog)
       const applied = record.value.representation.migrations ?? []
+      const progress = yield* Migrations.progressOf(sql)
       return {
         databaseId,
         changes,
-        pendingMigrations: catalog.migrations.filter((m) => m.step !== undefined && !applied.includes(m.name)).map((m) => m.name),
+        pendingMigrations: catalog.migrations
+          .filter((m) => m.step !== undefined && !applied.includes(m.name))
+          .map((m) => ({ name: m.name, batches: progress.get(m.name)?.batches ?? 0 })),
         problems: problemsOf(changes)
       } satisfies DatabasePlan
     })
@@ -80,7 +84,9 @@ export const render = (plans: ReadonlyArray<DatabasePlan>): string => {
     const refused = plan.problems.length
     lines.push(`database ${plan.databaseId}: ${refused > 0 ? `REFUSED (${refused} ${refused === 1 ? "problem" : "problems"})` : plan.changes.length === 0 ? "unchanged" : "accepted"}`)
     for (const change of plan.changes) lines.push(`  - ${change.entity === "*" ? `refused: ${change.summary}` : ChangePlan.describeChange(change)}`)
-    for (const name of plan.pendingMigrations) lines.push(`  - migration "${name}" will run`)
+    for (const m of plan.pendingMigrations) {
+      lines.push(`  - migration "${m.name}" will run${m.batches > 0 ? ` (resuming after ${m.batches} committed ${m.batches === 1 ? "batch" : "batches"})` : ""}`)
+    }
   }
   return lines.join("\n")
 }
