@@ -3,7 +3,7 @@
 // release backfills a field in batches of 5 on activation; it is killed -9 while the batches
 // commit, its database file is inspected at each stop, and restarted. Every stop leaves the
 // database at a batch boundary (rows backfilled = 5 × batches recorded = 5 × migration commits);
-// the last start finishes it, and a receipt from before the migration still replays identically.
+// `cairn migrate apply` finishes it (progress and summary), and a receipt from before the migration still replays identically.
 import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -136,7 +136,7 @@ const inspect = (dataDir: string) => {
 }
 
 describe("a migration under SIGKILL", () => {
-  it("stops only at batch boundaries and finishes on the next start; old receipts replay identically", async () => {
+  it("stops only at batch boundaries, resumes on restart and finishes with migrate apply; old receipts replay identically", async () => {
     const seed = Number(process.env.CAIRN_TEST_SEED ?? Math.floor(Math.random() * 1_000_000))
     console.log(`MigrationKillEndToEnd seed=${seed} (CAIRN_TEST_SEED=${seed} repeats this run)`)
     const random = rng(seed)
@@ -181,6 +181,16 @@ describe("a migration under SIGKILL", () => {
       if (state.done) break
     }
     console.log(`MigrationKillEndToEnd seed=${seed}: batches at each kill ${stops.map((s) => s.batches).join(", ")}`)
+
+    // Whatever is left is applied eagerly, with the server stopped: progress, then a summary.
+    const applied = await run(["migrate", "apply", "--app", join(dir, "v2.ts")], env)
+    expect(applied.code, applied.stderr).toBe(0)
+    expect(applied.stdout).toContain("[····················] 0/1 database ")
+    expect(applied.stdout).toContain("[####################] 1/1")
+    expect(applied.stdout).toMatch(/summary: 1 database: [01] updated, [01] unchanged, 0 refused, 0 failed; \d+ migration batch(es)? committed/)
+    const batchLines = applied.stdout.split("\n").filter((l) => l.includes(`migration "backfill-colour": batch`))
+    expect(batchLines.length).toBe(NOTES / 5 - stops[stops.length - 1]!.batches)
+    if (batchLines.length > 0) expect(batchLines[batchLines.length - 1]).toContain("(finished)")
 
     server = await serve(join(dir, "v2.ts"), env)
     const rows = await rpc(base, token, "Query", { query: { version: 1, from: { kind: "entity", name: "Note" }, select: { colour: { path: ["colour"] } }, page: { first: 200 } } })
