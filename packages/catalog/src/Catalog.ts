@@ -7,7 +7,7 @@ import { Effect, JSONSchema, Schema, SchemaAST as AST } from "effect"
 import { fieldOperators } from "@cairn/domain/QueryDocument"
 import { type OperationRef } from "@cairn/domain/References"
 import { CatalogError } from "./CatalogError.js"
-import type { Entity } from "./Entity.js"
+import type { Deprecation, Entity } from "./Entity.js"
 import { digest } from "./Digest.js"
 import { analyze, type ColumnType } from "./internal/storedType.js"
 import type { Migration } from "./Migration.js"
@@ -29,6 +29,7 @@ export interface CompiledField {
   readonly indexed: boolean
   readonly trait?: string
   readonly operators: ReadonlyArray<string>
+  readonly deprecated?: Deprecation
 }
 
 export interface CompiledRelationship {
@@ -50,6 +51,7 @@ export interface CompiledEntity {
   readonly indexes: ReadonlyArray<CompiledIndex>
   readonly traits: ReadonlyArray<string>
   readonly operations: ReadonlyArray<string>
+  readonly deprecated?: Deprecation
   readonly definition: Entity<string, any>
   readonly field: (name: string) => CompiledField | undefined
   readonly relationship: (name: string) => CompiledRelationship | undefined
@@ -72,6 +74,7 @@ export interface CompiledOperation {
   readonly output: Schema.Schema<any, any>
   readonly inputJsonSchema: JsonSchemaObject
   readonly outputJsonSchema: JsonSchemaObject
+  readonly deprecated?: Deprecation
   readonly definition: Operation.Any
 }
 
@@ -204,6 +207,7 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         output: op.output,
         inputJsonSchema: inputJsonSchema ?? {},
         outputJsonSchema: outputJsonSchema ?? {},
+        ...(op.deprecated ? { deprecated: op.deprecated } : {}),
         definition: op
       })
     }
@@ -275,6 +279,7 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
           jsonSchema: tryJsonSchema(schema) ?? {},
           indexed: indexed.has(name),
           ...(traitOf.has(name) ? { trait: traitOf.get(name)! } : {}),
+          ...(entity.deprecatedFields?.[name] ? { deprecated: entity.deprecatedFields[name]! } : {}),
           operators: operatorsFor(stored.column, stored.nullable, stored.literals !== undefined)
         }
         fields.push(field)
@@ -316,10 +321,31 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         indexes,
         traits: entity.traits.map((t) => t.name),
         operations: operations.filter((o) => o.owner === entity.name).map((o) => o.name).sort(),
+        ...(entity.deprecated ? { deprecated: entity.deprecated } : {}),
         definition: entity,
         field: (n) => fieldIndex.get(n),
         relationship: (n) => relationshipIndex.get(n)
       })
+    }
+
+    // Deprecations name real replacements, so `describe` never points callers at nothing.
+    for (const entity of root.entities) {
+      const where = `entity "${entity.name}"`
+      const fieldNames = new Set(Object.keys(entity.fields))
+      if (entity.deprecated?.replacement !== undefined && !entityDefs.has(entity.deprecated.replacement)) {
+        problems.push(`${where}: deprecated in favour of unknown entity "${entity.deprecated.replacement}"`)
+      }
+      for (const [field, deprecation] of Object.entries(entity.deprecatedFields ?? {})) {
+        if (!fieldNames.has(field)) problems.push(`${where}: deprecates unknown field "${field}"`)
+        if (deprecation.replacement !== undefined && !fieldNames.has(deprecation.replacement)) {
+          problems.push(`${where}: field "${field}" is deprecated in favour of unknown field "${deprecation.replacement}"`)
+        }
+      }
+    }
+    for (const op of root.operations) {
+      if (op.deprecated?.replacement !== undefined && !operationKeys.has(op.deprecated.replacement)) {
+        problems.push(`operation "${op.owner}.${op.name}": deprecated in favour of unknown operation "${op.deprecated.replacement}"`)
+      }
     }
 
     const traits: Array<CompiledTrait> = root.traits.map((t) => ({
@@ -346,7 +372,8 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
       entities: entities.map((e) => ({
         name: e.name,
         description: e.description,
-        fields: e.fields.map((f) => ({ name: f.name, column: f.column, nullable: f.nullable, schema: f.jsonSchema })),
+        fields: e.fields.map((f) => ({ name: f.name, column: f.column, nullable: f.nullable, schema: f.jsonSchema, ...(f.deprecated ? { deprecated: f.deprecated } : {}) })),
+        ...(e.deprecated ? { deprecated: e.deprecated } : {}),
         relationships: e.relationships,
         indexes: e.indexes,
         traits: e.traits
@@ -358,7 +385,8 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         description: o.description,
         targeted: o.targeted,
         input: o.inputJsonSchema,
-        output: o.outputJsonSchema
+        output: o.outputJsonSchema,
+        ...(o.deprecated ? { deprecated: o.deprecated } : {})
       }))
     })
     const fingerprint = digest({
