@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { afterAll, describe, expect, it } from "@effect/vitest"
-import { appDirectory, cairn, killAll, rpc, serve } from "./support/cli.js"
+import { appDirectory, cairn, killAll, rpc, serve, syncCall } from "./support/cli.js"
 
 afterAll(killAll)
 
@@ -110,6 +110,39 @@ describe("expand / contract: renaming a field over stored data", () => {
     const oldToken: string = (await rpc(base, token, "Describe", { browse: { kinds: ["entity"] } })).value.catalogToken
     const tools = await toolsList(base, mcpToken)
     expect(tools.map((t) => t.name)).toEqual(["describe", "query", "mutate"])
+    // A sync client of Note: its snapshot and cursor, kept across every stage.
+    const scope = { entities: [{ from: { kind: "entity", name: "Note" } }] }
+    const replica = new Map<string, Record<string, unknown>>()
+    let after: string | undefined
+    let cursor = ""
+    for (;;) {
+      const page = (await syncCall(base, token, "SyncSnapshot", { scope, ...(after ? { after } : {}) })).values[0]
+      for (const r of page.records) replica.set(r.id, r.record)
+      if (page.checkpoint) {
+        cursor = page.checkpoint.cursor
+        break
+      }
+      after = page.next
+    }
+    expect(replica.size).toBe(7)
+    /** Applies the changes after the cursor; answers a resnapshot's reason, if one came. */
+    const pull = async () => {
+      const { values } = await syncCall(base, token, "SyncChanges", { scope, cursor, live: false })
+      for (const message of values) {
+        if (message._tag === "Resnapshot") return message.reason as string
+        for (const change of message.changes) {
+          if (change._tag === "Upsert") replica.set(change.id, change.record)
+          else replica.delete(change.id)
+        }
+        cursor = message.checkpoint.cursor
+      }
+      return undefined
+    }
+    /** The replica equals what a query reads now (the oracle). */
+    const converged = async (...fields: ReadonlyArray<string>) => {
+      const rows = (await rpc(base, token, "Query", { query: { ...select(...fields), select: Object.fromEntries(["id", ...fields].map((f) => [f, { path: [f] }])) } })).value.rows
+      expect([...replica.entries()].sort(([a], [b]) => (a < b ? -1 : 1)).map(([id, r]) => ({ id, ...Object.fromEntries(fields.map((f) => [f, r[f]])) }))).toEqual(rows)
+    }
     expect(await server.stop()).toBe(0)
 
     // Stage 1, expand: body is new and optional, text deprecated in its favour, a migration copies text into body.
@@ -128,6 +161,9 @@ describe("expand / contract: renaming a field over stored data", () => {
     expect(rows1.value.rows).toHaveLength(7)
     // An old client still creates notes, with its old token; tools/list is exactly as before.
     expect((await rpc(base, token, "Mutate", { ...create("note 8", 8), ifCatalog: oldToken }))._tag).toBe("Success")
+    // The sync client resumes across the additive change, no resnapshot: the backfill arrives as changes.
+    expect(await pull()).toBeUndefined()
+    await converged("text", "body")
     expect(await toolsList(base, mcpToken)).toEqual(tools)
     expect(await server.stop()).toBe(0)
 
@@ -154,6 +190,15 @@ describe("expand / contract: renaming a field over stored data", () => {
     // The definition an old client relied on changed incompatibly: its token is refused on Note.
     const stale = await rpc(base, token, "Query", { ifCatalog: oldToken, query: select("body") })
     expect(stale.cause?.error?._tag).toBe("CatalogChanged")
+    // The sync client's scope changed incompatibly: a resnapshot, then it converges again.
+    expect(await pull()).toBe("catalog_changed")
+    replica.clear()
+    const fresh = (await syncCall(base, token, "SyncSnapshot", { scope })).values[0]
+    for (const r of fresh.records) replica.set(r.id, r.record)
+    cursor = fresh.checkpoint.cursor
+    expect((await rpc(base, token, "Mutate", create("note 9", 9)))._tag).toBe("Success")
+    expect(await pull()).toBeUndefined()
+    await converged("body")
     expect(await toolsList(base, mcpToken)).toEqual(tools)
     expect(await server.stop()).toBe(0)
   }, 300_000)

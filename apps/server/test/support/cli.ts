@@ -83,3 +83,24 @@ export const appDirectory = () => {
   symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir")
   return dir
 }
+
+/**
+ * One sync RPC on `/db/sync` (NDJSON) read to its end: the values of a stream (`SyncChanges`
+ * with `live: false`), or the one success value (`SyncSnapshot`), or the failure's exit.
+ */
+export const syncCall = async (base: string, token: string, tag: "SyncSnapshot" | "SyncChanges", payload: unknown) => {
+  const response = await fetch(`${base}/db/sync`, {
+    method: "POST",
+    headers: { authorization: `Bearer ${token}`, "content-type": "application/ndjson" },
+    body: `${JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] })}\n`
+  })
+  const lines = (await response.text()).split("\n").filter((l) => l.trim() !== "").map((l) => JSON.parse(l))
+  const values: Array<any> = []
+  let exit: any
+  for (const line of lines) {
+    if (line._tag === "Chunk") values.push(...line.values)
+    if (line._tag === "Exit") exit = line.exit
+  }
+  if (exit?._tag === "Success" && exit.value !== undefined && exit.value !== null) values.push(exit.value)
+  return { values, exit }
+}
