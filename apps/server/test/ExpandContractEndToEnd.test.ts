@@ -4,8 +4,8 @@
 // required: validated against every stored row), contract (remove `text`, covered by a declared
 // migration). Each stage passes `cairn check`, its plan says what it does, old clients keep
 // working until the contract stage changes the definition they use; tools/list never changes.
-import { writeFileSync } from "node:fs"
-import { mkdtempSync } from "node:fs"
+import { spawn } from "node:child_process"
+import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
@@ -125,6 +125,33 @@ describe("expand / contract: renaming a field over stored data", () => {
       after = page.next
     }
     expect(replica.size).toBe(7)
+    // Bindings generated for this stage, and a program that uses them (run later against newer releases).
+    expect((await cairn(["bindings", "--app", file(0), "--out", join(dir, "notes-bindings.ts")], env)).code).toBe(0)
+    writeFileSync(join(dir, "package.json"), JSON.stringify({ type: "module" }))
+    writeFileSync(
+      join(dir, "old-client.ts"),
+      `import { Effect } from "effect"
+import { CairnClient } from "@cairn/client/CairnClient"
+import { notes } from "./notes-bindings.js"
+const program = Effect.gen(function* () {
+  const created = yield* notes.Note.create({ input: { text: process.argv[2]! } })
+  const read = yield* notes.Note.query({ select: { text: { path: ["text"] } } })
+  return { outcome: created.outcome, texts: read.rows.map((r) => r.text) }
+})
+Effect.runPromise(program.pipe(Effect.provide(CairnClient.layerFetch({ baseUrl: process.env.BASE!, token: process.env.TOKEN! })))).then(
+  (result) => console.log(JSON.stringify(result)),
+  (error) => { console.error(String(error)); process.exit(1) }
+)
+`
+    )
+    const oldClient = (text: string) =>
+      new Promise<{ code: number | null; out: string }>((resolve) => {
+        const child = spawn(process.execPath, ["--import", "tsx", join(dir, "old-client.ts"), text], { cwd: dir, env: { ...process.env, BASE: base, TOKEN: token }, stdio: ["ignore", "pipe", "pipe"] })
+        let out = ""
+        child.stdout.setEncoding("utf8").on("data", (d: string) => (out += d))
+        child.stderr.setEncoding("utf8").on("data", (d: string) => (out += d))
+        child.on("exit", (code) => resolve({ code, out }))
+      })
     /** Applies the changes after the cursor; answers a resnapshot's reason, if one came. */
     const pull = async () => {
       const { values } = await syncCall(base, token, "SyncChanges", { scope, cursor, live: false })
@@ -161,6 +188,11 @@ describe("expand / contract: renaming a field over stored data", () => {
     expect(rows1.value.rows).toHaveLength(7)
     // An old client still creates notes, with its old token; tools/list is exactly as before.
     expect((await rpc(base, token, "Mutate", { ...create("note 8", 8), ifCatalog: oldToken }))._tag).toBe("Success")
+    // Bindings generated before the change call the new server successfully.
+    const viaBindings = await oldClient("from old bindings")
+    expect(viaBindings.code, viaBindings.out).toBe(0)
+    expect(JSON.parse(viaBindings.out).outcome).toBe("committed")
+    expect(JSON.parse(viaBindings.out).texts).toContain("from old bindings")
     // The sync client resumes across the additive change, no resnapshot: the backfill arrives as changes.
     expect(await pull()).toBeUndefined()
     await converged("text", "body")
@@ -186,7 +218,7 @@ describe("expand / contract: renaming a field over stored data", () => {
     expect(plan3.stdout).toContain(`migrated: field "Note.text" was removed (or renamed) (covered by migration "drop-text")`)
     server = await serve(stage3, env)
     const rows3 = await rpc(base, token, "Query", { query: select("body") })
-    expect(rows3.value.rows.map((r: { body: string }) => r.body)).toEqual(Array.from({ length: 8 }, (_, i) => `note ${i + 1}`))
+    expect(rows3.value.rows.map((r: { body: string }) => r.body)).toEqual([...Array.from({ length: 8 }, (_, i) => `note ${i + 1}`), "from old bindings"])
     // The definition an old client relied on changed incompatibly: its token is refused on Note.
     const stale = await rpc(base, token, "Query", { ifCatalog: oldToken, query: select("body") })
     expect(stale.cause?.error?._tag).toBe("CatalogChanged")
