@@ -71,6 +71,12 @@ export interface Change {
   readonly field?: string
   /** One line, naming the definition and what changes; never a stored value. */
   readonly summary: string
+  /**
+   * What a covering migration still needs of the stored rows: `retype` (the column starts
+   * empty under its new type, so a required field needs an empty table) or `narrow` (no stored
+   * value may be outside the new literal set).
+   */
+  readonly covered?: "retype" | "narrow"
 }
 
 /** A change with its verdict for one database. */
@@ -133,7 +139,7 @@ export const diff = (installed: Representation, catalog: Catalog): ReadonlyArray
         continue
       }
       if (now.column !== was.column) {
-        changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} changed its stored type from ${was.column} to ${now.column}` })
+        changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} changed its stored type from ${was.column} to ${now.column}`, covered: "retype" })
         continue
       }
       const oldLiterals = was.literals
@@ -144,9 +150,9 @@ export const diff = (installed: Representation, catalog: Catalog): ReadonlyArray
         if (oldLiterals && !newLiterals) {
           changes.push({ kind: "additive", entity: old.name, field: was.name, summary: `${where} no longer restricts its values to a set of literals` })
         } else if (!oldLiterals && newLiterals) {
-          changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} is now restricted to the literals ${canonicalJson(newLiterals)}` })
+          changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} is now restricted to the literals ${canonicalJson(newLiterals)}`, covered: "narrow" })
         } else if (removed.length > 0) {
-          changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} narrowed its union: ${canonicalJson(removed)} removed` })
+          changes.push({ kind: "incompatible", entity: old.name, field: was.name, summary: `${where} narrowed its union: ${canonicalJson(removed)} removed`, covered: "narrow" })
         } else if (added.length > 0) {
           changes.push({ kind: "additive", entity: old.name, field: was.name, summary: `${where} accepts new literals ${canonicalJson(added)}` })
         }
@@ -213,12 +219,17 @@ const coveredBy = (change: Change, coverage: ReadonlyArray<Coverage>): string | 
  * where a value is now required, or a value its schema no longer accepts. One read of
  * each affected table; values are decoded in memory and never leave this function.
  */
-export const scan = (sql: SqlClient.SqlClient, catalog: Catalog, changes: ReadonlyArray<Change>) =>
+export const scan = (
+  sql: SqlClient.SqlClient,
+  catalog: Catalog,
+  changes: ReadonlyArray<Change>,
+  include: (change: Change) => boolean = (change) => change.kind === "validate"
+) =>
   Effect.gen(function* () {
     const counts = new Map<Change, number>()
     const byEntity = new Map<string, Array<Change>>()
     for (const change of changes) {
-      if (change.kind !== "validate" || change.field === undefined) continue
+      if (!include(change) || change.field === undefined) continue
       byEntity.set(change.entity, [...(byEntity.get(change.entity) ?? []), change])
       counts.set(change, 0)
     }
@@ -230,7 +241,8 @@ export const scan = (sql: SqlClient.SqlClient, catalog: Catalog, changes: Readon
       const checks = entityChanges.map((change) => {
         const field = entity.field(change.field!)!
         const isValid = Schema.decodeUnknownEither(field.schema)
-        return { change, field, stored: present.has(field.name), isValid }
+        // A retyped column starts empty: every row counts when the field is required.
+        return { change, field, stored: change.covered !== "retype" && present.has(field.name), isValid }
       })
       const columns = checks.filter((c) => c.stored).map((c) => Layout.quote(c.field.name))
       const rows = yield* sql.unsafe<Record<string, unknown>>(
@@ -252,24 +264,25 @@ export const scan = (sql: SqlClient.SqlClient, catalog: Catalog, changes: Readon
  * `incompatible` ones by the declared migrations' coverage.
  */
 export const judge = (sql: SqlClient.SqlClient, installed: Representation, catalog: Catalog, coverage: ReadonlyArray<Coverage> = []) =>
-  Effect.map(
-    Effect.suspend(() => {
-      const changes = diff(installed, catalog)
-      return Effect.map(scan(sql, catalog, changes), (counts) => ({ changes, counts }))
-    }),
-    ({ changes, counts }): ReadonlyArray<PlannedChange> =>
-      changes.map((change) => {
-        if (change.kind === "validate") {
-          const offending = counts.get(change) ?? 0
-          return { ...change, offending, refused: offending > 0 }
-        }
-        if (change.kind === "incompatible") {
-          const migration = coveredBy(change, coverage)
-          return migration === undefined ? { ...change, refused: true } : { ...change, coveredBy: migration, refused: false }
-        }
-        return { ...change, refused: false }
-      })
-  )
+  Effect.gen(function* () {
+    const changes = diff(installed, catalog)
+    const covering = new Map(changes.flatMap((c) => (c.kind === "incompatible" ? [[c, coveredBy(c, coverage)] as const] : [])))
+    // Covered retypes and narrowings still need the stored rows to fit: counted by the same scan.
+    const counts = yield* scan(sql, catalog, changes, (c) => c.kind === "validate" || (c.covered !== undefined && covering.get(c) !== undefined))
+    return changes.map((change): PlannedChange => {
+      if (change.kind === "validate") {
+        const offending = counts.get(change) ?? 0
+        return { ...change, offending, refused: offending > 0 }
+      }
+      if (change.kind === "incompatible") {
+        const migration = covering.get(change)
+        if (migration === undefined) return { ...change, refused: true }
+        const offending = counts.get(change) ?? 0
+        return { ...change, coveredBy: migration, ...(change.covered ? { offending } : {}), refused: offending > 0 }
+      }
+      return { ...change, refused: false }
+    })
+  })
 
 /** One line per change, for operators: the verdict, the change and, for a scan, its count (never values). */
 export const describeChange = (change: PlannedChange): string => {
@@ -281,6 +294,9 @@ export const describeChange = (change: PlannedChange): string => {
         ? `refused (needs validation): ${change.summary}: ${change.offending} stored ${change.offending === 1 ? "row violates" : "rows violate"} it`
         : `validated: ${change.summary}: every stored row satisfies it`
     case "incompatible":
+      if (change.coveredBy !== undefined && change.refused) {
+        return `refused (migration "${change.coveredBy}" cannot cover it yet): ${change.summary}: ${change.offending} stored ${change.offending === 1 ? "row" : "rows"} would not fit (${change.covered === "retype" ? "a retyped required field starts empty; make it optional first" : "migrate them to an allowed value first"})`
+      }
       return change.refused
         ? `refused (incompatible): ${change.summary}; declare a migration that covers "${change.field === undefined ? change.entity : `${change.entity}.${change.field}`}"`
         : `migrated: ${change.summary} (covered by migration "${change.coveredBy}")`

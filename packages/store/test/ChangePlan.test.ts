@@ -39,7 +39,7 @@ const seed = (dataDir: string, root: RootSchema.RootSchema = notes) =>
     yield* mutate({ view, principal: principal("bob", keyB), request: request("Note", "create", { title: "Hi", tag: "y" }) })
   }).pipe(Effect.provide(storeLayer({ dataDir, root })))
 
-type Verdict = "accepted" | "validated-ok" | `validated-refused(${number})` | "refused" | "migrated"
+type Verdict = "accepted" | "validated-ok" | `validated-refused(${number})` | "refused" | "migrated" | `migration-refused(${number})`
 
 /** The verdict of the one non-index change of each database's plan. */
 const verdicts = (dataDir: string, root: RootSchema.RootSchema) =>
@@ -57,9 +57,11 @@ const verdicts = (dataDir: string, root: RootSchema.RootSchema) =>
               ? c.refused
                 ? `validated-refused(${c.offending!})`
                 : "validated-ok"
-              : c.refused
-                ? "refused"
-                : "migrated"
+              : c.coveredBy !== undefined
+                ? c.refused
+                  ? `migration-refused(${c.offending!})`
+                  : "migrated"
+                : "refused"
         )
     }
     return { A: of(idA), B: of(idB), problems: DatabasePlans.problemsOfAll(plans), rendered: DatabasePlans.render(plans) }
@@ -81,6 +83,18 @@ describe("the change plan over databases holding data", () => {
         ["changed stored type", rootWith({ title, done, count: Schema.String, tag }), ["refused"], ["refused"]],
         ["removed field", rootWith({ title, done, count }), ["refused"], ["refused"]],
         ["renamed field", rootWith({ title, done, count, label: tag }), ["refused", "accepted"], ["refused", "accepted"]],
+        [
+          "changed stored type of an optional field, covered (its values are dropped)",
+          rootWith({ title, done, count, tag: Schema.optional(Schema.Int) }, { migrations: [Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"] })] }),
+          ["migrated"],
+          ["migrated"]
+        ],
+        [
+          "changed stored type of a required field, covered: every stored row would lose its value",
+          rootWith({ title, done, count: Schema.String, tag }, { migrations: [Migration.make({ name: "retype-count", description: "Counts are text.", covers: ["Note"] })] }),
+          ["migration-refused(2)"],
+          ["migration-refused(1)"]
+        ],
         [
           "removed field, covered by a migration",
           rootWith({ title, done, count }, { migrations: [Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] })] }),
@@ -139,5 +153,16 @@ describe("the change plan over databases holding data", () => {
       ).pipe(Effect.orDie, Effect.provide(storeLayer({ dataDir, root: dropped })))
       assert.deepStrictEqual(rows.map((r) => Object.keys(r).sort()), [["count", "done", "id", "title"], ["count", "done", "id", "title"]])
       assert.deepStrictEqual((yield* verdicts(dataDir, dropped)).A, [])
+
+      // A covered retype of an optional field: the column is rebuilt under its new type, empty.
+      const retyped = rootWith(
+        { title, done, count, tag: Schema.optional(Schema.Int) },
+        { migrations: [Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] }), Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"] })] }
+      )
+      const afterRetype = yield* Effect.scoped(
+        Effect.flatMap(activate(keyB), (db) => db.reader.unsafe<Record<string, unknown>>(`SELECT title, tag, (SELECT sql FROM sqlite_schema WHERE name = 'Note') AS ddl FROM "Note"`))
+      ).pipe(Effect.orDie, Effect.provide(storeLayer({ dataDir, root: retyped })))
+      assert.deepStrictEqual(afterRetype.map((r) => [r.title, r.tag]), [["Hi", null]])
+      assert.match(String(afterRetype[0]!.ddl), /"tag" INTEGER/)
     }))
 })
