@@ -297,6 +297,17 @@ layer(TestLive)("query errors", (it) => {
         assert.strictEqual((yield* continueWith(after, paged, { database: "db-2" })).code, "invalid_query")
       }))
 
+    it.effect("a cursor continues across a catalog change that leaves the query's definitions as they were", () =>
+      Effect.gen(function* () {
+        yield* seed
+        const after = yield* firstCursor()
+        // Another definition (Project) has a new version; the query reads only Task.
+        const changed = View.full(catalog.withMigrations([Migration.make({ name: "retype-project", description: "Project changed.", covers: ["Project"] })]))
+        assert.notStrictEqual(changed.token, View.full(catalog).token)
+        const next = yield* run({ ...paged, page: { first: 3, after } }, { view: changed })
+        assert.deepStrictEqual(next.rows, [{ id: "t2" }, { id: "t3" }, { id: "t4" }])
+      }))
+
     it.effect("a cursor from another catalog is catalog_changed with the current token", () =>
       Effect.gen(function* () {
         yield* seed
