@@ -4,83 +4,14 @@
 // by `cairn check`, `cairn migrate plan` and `cairn serve` (before binding), each listing every
 // problem of every database with counts and no values; an additive version serves, and a
 // client's token and requests from before the change keep working.
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs"
+import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { appDirectory, cairn, killAll, rpc, serve } from "./support/cli.js"
 
-const root = fileURLToPath(new URL("../../..", import.meta.url))
-
-interface Ran {
-  readonly code: number | null
-  readonly stdout: string
-  readonly stderr: string
-}
-
-const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("CAIRN_") && k !== "INIT_CWD"))
-
-const cairn = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  new Promise<Ran>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/cli.ts", ...args], {
-      cwd: root,
-      env: { ...cleanEnv(), ...env },
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
-    child.on("exit", (code) => resolve({ code, stdout, stderr }))
-  })
-
-const children: Array<ChildProcess> = []
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL")
-})
-
-const serve = async (app: string, env: Record<string, string>) => {
-  const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/cli.ts", "serve", "--app", app], {
-    cwd: root,
-    env: { ...cleanEnv(), ...env },
-    stdio: ["ignore", "pipe", "pipe"]
-  })
-  children.push(child)
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 50)
-    child.once("exit", (code) => {
-      clearInterval(timer)
-      reject(new Error(`cairn serve exited early (${code}):\n${output}`))
-    })
-  })
-  return {
-    stop: () =>
-      new Promise<number | null>((resolve) => {
-        child.once("exit", (code) => resolve(code))
-        child.kill("SIGTERM")
-      })
-  }
-}
-
-const rpc = async (base: string, token: string, tag: string, payload: unknown) => {
-  const response = await fetch(`${base}/db/rpc`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ _tag: "Request", id: "1", tag, headers: [], payload })
-  })
-  const body = (await response.json()) as ReadonlyArray<{ readonly exit: { readonly _tag: string; readonly value?: any; readonly cause?: any } }>
-  return body[0]!.exit
-}
+afterAll(killAll)
 
 /**
  * The notes application at one stage of its life: `fields` is the source of the Note's fields.
@@ -110,11 +41,6 @@ export const deployment = {
 }
 `
 
-const appDirectory = () => {
-  const dir = mkdtempSync(join(tmpdir(), "cairn-evolution-app-"))
-  symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir")
-  return dir
-}
 
 const create = (text: string, points: number, n: number) => ({
   operation: { kind: "operation", owner: { kind: "entity", name: "Note" }, name: "create" },

@@ -4,72 +4,15 @@
 // commit, its database file is inspected at each stop, and restarted. Every stop leaves the
 // database at a batch boundary (rows backfilled = 5 × batches recorded = 5 × migration commits);
 // `cairn migrate apply` finishes it (progress and summary), and a receipt from before the migration still replays identically.
-import { type ChildProcess, spawn } from "node:child_process"
-import { mkdtempSync, symlinkSync, writeFileSync } from "node:fs"
+import { mkdtempSync, readdirSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { fileURLToPath } from "node:url"
 import Database from "better-sqlite3"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { appDirectory, cairn as run, killAll, rpc, serve } from "./support/cli.js"
 
-const root = fileURLToPath(new URL("../../..", import.meta.url))
-const cleanEnv = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith("CAIRN_") && k !== "INIT_CWD"))
-
-const children: Array<ChildProcess> = []
-afterAll(() => {
-  for (const child of children) child.kill("SIGKILL")
-})
-
-const run = (args: ReadonlyArray<string>, env: Record<string, string>) =>
-  new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/cli.ts", ...args], { cwd: root, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.setEncoding("utf8").on("data", (d: string) => (stdout += d))
-    child.stderr.setEncoding("utf8").on("data", (d: string) => (stderr += d))
-    child.on("exit", (code) => resolve({ code, stdout, stderr }))
-  })
-
-const serve = async (app: string, env: Record<string, string>) => {
-  const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/cli.ts", "serve", "--app", app], { cwd: root, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] })
-  children.push(child)
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 20)
-    child.once("exit", (code) => {
-      clearInterval(timer)
-      reject(new Error(`cairn serve exited early (${code}):\n${output}`))
-    })
-  })
-  const exited = new Promise<number | null>((resolve) => child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGKILL" ? -9 : null))))
-  return {
-    kill: () => {
-      child.kill("SIGKILL")
-      return exited
-    },
-    stop: () => {
-      child.kill("SIGTERM")
-      return exited
-    }
-  }
-}
-
-const rpc = async (base: string, token: string, tag: string, payload: unknown) => {
-  const response = await fetch(`${base}/db/rpc`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-    body: JSON.stringify({ _tag: "Request", id: "1", tag, headers: [], payload })
-  })
-  return ((await response.json()) as ReadonlyArray<{ readonly exit: { readonly _tag: string; readonly value?: any } }>)[0]!.exit
-}
+afterAll(killAll)
 
 const app = (release: 1 | 2) => `
 import { Effect, Schema } from "effect"
@@ -120,7 +63,6 @@ const NOTES = 120
 
 /** What the killed server left in the database file. */
 const inspect = (dataDir: string) => {
-  const { readdirSync } = require("node:fs") as typeof import("node:fs")
   const file = readdirSync(join(dataDir, "databases")).find((f: string) => f.endsWith(".sqlite"))!
   const db = new Database(join(dataDir, "databases", file))
   try {
@@ -140,8 +82,7 @@ describe("a migration under SIGKILL", () => {
     const seed = Number(process.env.CAIRN_TEST_SEED ?? Math.floor(Math.random() * 1_000_000))
     console.log(`MigrationKillEndToEnd seed=${seed} (CAIRN_TEST_SEED=${seed} repeats this run)`)
     const random = rng(seed)
-    const dir = mkdtempSync(join(tmpdir(), "cairn-migration-app-"))
-    symlinkSync(join(root, "node_modules"), join(dir, "node_modules"), "dir")
+    const dir = appDirectory()
     writeFileSync(join(dir, "v1.ts"), app(1))
     writeFileSync(join(dir, "v2.ts"), app(2))
     const port = await freePort()
