@@ -15,7 +15,7 @@
  * Nothing here writes: `Install` applies an accepted plan inside its transaction.
  */
 import { type SqlClient } from "@effect/sql"
-import { Effect, Either, Schema } from "effect"
+import { Effect, Either, Schema, SchemaAST } from "effect"
 import { type Catalog, type CompiledEntity, type CompiledField, type JsonSchemaObject } from "@cairn/catalog/Catalog"
 import { canonicalJson } from "@cairn/catalog/Digest"
 import * as Layout from "./Layout.js"
@@ -214,6 +214,23 @@ const coveredBy = (change: Change, coverage: ReadonlyArray<Coverage>): string | 
   coverage.find((c) => c.covers.includes(change.entity) || (change.field !== undefined && c.covers.includes(`${change.entity}.${change.field}`)))
     ?.migration
 
+const transforms = (ast: SchemaAST.AST): boolean =>
+  SchemaAST.isTransformation(ast) ||
+  (SchemaAST.isRefinement(ast) && transforms(ast.from)) ||
+  (SchemaAST.isUnion(ast) && ast.types.some(transforms)) ||
+  (SchemaAST.isSuspend(ast) && transforms(ast.f()))
+
+/**
+ * Whether a stored (encoded) value is accepted: a type guard when the schema does not
+ * transform (stored and decoded forms are the same, and no error is built for a bad value),
+ * else a decode.
+ */
+const validator = (schema: Schema.Schema<any, any>): ((value: unknown) => boolean) => {
+  if (!transforms(schema.ast)) return Schema.is(schema)
+  const decode = Schema.decodeUnknownEither(schema)
+  return (value) => Either.isRight(decode(value))
+}
+
 /**
  * Counts, for every `validate` change, the stored rows the new definition rejects: a NULL
  * where a value is now required, or a value its schema no longer accepts. One read of
@@ -240,7 +257,7 @@ export const scan = (
       )
       const checks = entityChanges.map((change) => {
         const field = entity.field(change.field!)!
-        const isValid = Schema.decodeUnknownEither(field.schema)
+        const isValid = validator(field.schema)
         // A retyped column starts empty: every row counts when the field is required.
         return { change, field, stored: change.covered !== "retype" && present.has(field.name), isValid }
       })
@@ -251,7 +268,7 @@ export const scan = (
       for (const row of rows) {
         for (const check of checks) {
           const value = check.stored ? Layout.decodeValue(check.field, row[check.field.name]) : null
-          const bad = value === null ? !check.field.nullable : Either.isLeft(check.isValid(value))
+          const bad = value === null ? !check.field.nullable : !check.isValid(value)
           if (bad) counts.set(check.change, counts.get(check.change)! + 1)
         }
       }

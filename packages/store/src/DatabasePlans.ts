@@ -10,8 +10,10 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Effect, Option } from "effect"
 import { type Catalog } from "@cairn/catalog/Catalog"
+import { canonicalJson } from "@cairn/catalog/Digest"
 import * as ChangePlan from "./ChangePlan.js"
 import { planFor, problemsOf, readRecord } from "./Install.js"
+import { installTable } from "./Log.js"
 import * as Migrations from "./Migrations.js"
 
 export interface DatabasePlan {
@@ -34,11 +36,29 @@ export const databaseIds = (dataDir: string): ReadonlyArray<string> => {
     .sort()
 }
 
+/** The install record a database holds once it is fully at `catalog` (every migration applied): the common case, found by comparing text. */
+const current = new WeakMap<Catalog, string>()
+const currentRecord = (catalog: Catalog) => {
+  let text = current.get(catalog)
+  if (text === undefined) {
+    text = canonicalJson(ChangePlan.representationOf(catalog, catalog.migrations.map((m) => m.name)))
+    current.set(catalog, text)
+  }
+  return text
+}
+
 /** The plan for one database file; a file without an install record has nothing to plan. */
 export const planDatabase = (dataDir: string, databaseId: string, catalog: Catalog) =>
   Effect.scoped(
     Effect.gen(function* () {
       const sql = yield* SqliteClient.make({ filename: join(dataDir, "databases", `${databaseId}.sqlite`), readonly: true })
+      const raw = yield* Effect.orElseSucceed(
+        sql.unsafe<{ readonly root: string; readonly representation: string }>(`SELECT root, representation FROM ${installTable} WHERE id = 1`),
+        () => []
+      )
+      if (raw[0] !== undefined && raw[0].root === catalog.name && raw[0].representation === currentRecord(catalog)) {
+        return { databaseId, changes: [], pendingMigrations: [], problems: [] } satisfies DatabasePlan
+      }
       const record = yield* readRecord(sql)
       if (Option.isNone(record)) return { databaseId, changes: [], pendingMigrations: [], problems: [] } satisfies DatabasePlan
       const changes = yield* planFor(sql, record.value, catalog)
