@@ -13,7 +13,7 @@ const fields = { title: Schema.String, projectId: Schema.String }
 const task = (extra: Schema.Struct.Fields = {}) =>
   Entity.make("Task", { description: "A task.", fields: { ...fields, ...extra }, relationships: { project: Entity.belongsTo("Project", "projectId") } })
 const create = (input: Schema.Struct.Fields) =>
-  Operation.make({ owner: "Task", name: "create", description: "Create.", targeted: false, input: Schema.Struct(input) as Schema.Schema.AnyNoContext, output: Schema.Struct({ id: Schema.String }) })
+  Operation.make({ owner: "Task", name: "create", description: "Create.", targeted: false, input: Schema.Struct(input) as unknown as Schema.Schema.AnyNoContext, output: Schema.Struct({ id: Schema.String }) })
 
 const root = (options: { readonly task?: Entity.Entity<string, any>; readonly input?: Schema.Struct.Fields; readonly migrations?: ReadonlyArray<Migration.Migration>; readonly extra?: ReadonlyArray<Entity.Entity<string, any>> } = {}) =>
   RootSchema.make("tracker", {
