@@ -1,7 +1,9 @@
 /**
  * Compiles a root schema into an immutable `Catalog`: exact references, stored
- * representations, JSON Schemas for discovery, and the catalog token, an opaque digest
- * of everything a client relies on (definitions, then policy), stable across restarts.
+ * representations, JSON Schemas for discovery, the declared migrations, and `token`, an
+ * opaque digest of every definition and the policy, stable across restarts (install
+ * records and backups name it). What clients hold is a view's token, a version per
+ * definition (`CatalogVersion`), which survives additive changes.
  */
 import { Effect, JSONSchema, Schema, SchemaAST as AST } from "effect"
 import { fieldOperators } from "@cairn/domain/QueryDocument"
