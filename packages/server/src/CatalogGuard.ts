@@ -22,6 +22,12 @@ export const refusedChanges = Effect.gen(function* () {
   const { catalog } = yield* Deployment
   const { dataDir } = yield* Effect.orDie(storeConfig)
   const plans = yield* DatabasePlans.planDirectory(dataDir, catalog)
+  // A damaged file is that database's storage fault (refused on activation), not the deployment's.
+  for (const plan of plans) {
+    if (plan.unreadable !== undefined) {
+      yield* Effect.logWarning("database file unreadable; not planned").pipe(Effect.annotateLogs({ database: plan.databaseId }))
+    }
+  }
   return DatabasePlans.problemsOfAll(plans)
 })
 

@@ -24,6 +24,11 @@ export interface DatabasePlan {
   readonly pendingMigrations: ReadonlyArray<{ readonly name: string; readonly batches: number }>
   /** One line per refused change; empty when the catalog can be installed. */
   readonly problems: ReadonlyArray<string>
+  /**
+   * Set when the file could not be read (damaged, not a database): a storage fault, which
+   * activation reports for that database alone, not a catalog problem of the deployment.
+   */
+  readonly unreadable?: string
 }
 
 /** The ids of the databases in `dataDir`, sorted. */
@@ -86,7 +91,8 @@ export const planDirectory = (dataDir: string, catalog: Catalog): Effect.Effect<
           databaseId,
           changes: [],
           pendingMigrations: [],
-          problems: [`the database file cannot be read to plan the change (${messageOf(Cause.squash(cause))})`]
+          problems: [],
+          unreadable: messageOf(Cause.squash(cause))
         })
       )
     )
@@ -102,6 +108,10 @@ export const render = (plans: ReadonlyArray<DatabasePlan>): string => {
   const lines: Array<string> = []
   for (const plan of plans) {
     const refused = plan.problems.length
+    if (plan.unreadable !== undefined) {
+      lines.push(`database ${plan.databaseId}: UNREADABLE (${plan.unreadable}); not planned: it is refused as a storage fault until repaired or restored`)
+      continue
+    }
     lines.push(`database ${plan.databaseId}: ${refused > 0 ? `REFUSED (${refused} ${refused === 1 ? "problem" : "problems"})` : plan.changes.length === 0 ? "unchanged" : "accepted"}`)
     for (const change of plan.changes) lines.push(`  - ${change.entity === "*" ? `refused: ${change.summary}` : ChangePlan.describeChange(change)}`)
     for (const m of plan.pendingMigrations) {
