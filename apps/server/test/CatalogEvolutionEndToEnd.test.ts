@@ -86,6 +86,11 @@ describe("catalog evolution over databases holding data", () => {
     expect(planned.stdout).toContain(`validated: field "Note.text" changed its constraints (maxLength 200 → 5): every stored row satisfies it`)
     expect(planned.stdout + planned.stderr).not.toContain("secret")
 
+    const applied = await cairn(["migrate", "apply", "--app", v2], env)
+    expect(applied.code).toBe(1)
+    expect(applied.stdout).toContain("summary: 2 databases: 0 updated, 0 unchanged, 2 refused, 0 failed; 0 migration batches committed")
+    expect(applied.stderr).toContain(`refused: refused (incompatible): field "Note.points" changed its stored type from integer to text`)
+
     const refused = await cairn(["serve", "--app", v2], env)
     expect(refused.code).toBe(1)
     expect(refused.stderr).toContain("Cairn cannot start: the catalog cannot be installed over the stored data (3 problems)")
