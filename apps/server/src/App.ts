@@ -6,6 +6,7 @@
  * first: a public deployment without its required settings never binds.
  */
 import { BearerGate } from "@cairn/server/BearerGate"
+import { CatalogGuardLive } from "@cairn/server/CatalogGuard"
 import { SealerLive } from "@cairn/server/DeploymentSecret"
 import { DataPlane } from "@cairn/server/DataPlane"
 import { DbRoutes } from "@cairn/server/DbRoutes"
@@ -45,6 +46,7 @@ export const App = (definition: DeploymentDefinition, pages: Layer.Layer<never, 
     DevAuthServer.DevAuthServerLive,
     MetricsEndpointLive
   ).pipe(
+    Layer.provide(CatalogGuardLive),
     Layer.provide(ExposureGuardLive),
     Layer.provide(SealerLive),
     Layer.provide(Deployment.layer(definition)),

@@ -1,8 +1,9 @@
 /**
  * `cairn check`: everything that would stop a deployment from starting, found without serving
  * it. Definitions, policy and handlers are checked independently, so a policy problem does not
- * hide a missing handler; every setting is read as `launch` reads it, and a public deployment
- * is judged by the same exposure guard that would refuse to bind it.
+ * hide a missing handler; every setting is read as `launch` reads it, a public deployment
+ * is judged by the same exposure guard that would refuse to bind it, and the catalog is
+ * planned over every database of the data directory as startup plans it.
  */
 import { Cause, Effect, Exit } from "effect"
 import { compile } from "@cairn/catalog/Catalog"
@@ -11,7 +12,9 @@ import { Deployment, type DeploymentDefinition, type DeploymentError } from "@ca
 import { exposureGuard } from "@cairn/server/ExposureGuard"
 import { Settings } from "@cairn/server/Settings"
 import { allSettings, describeConfigError } from "@cairn/server/Startup"
+import { DatabasePlans } from "@cairn/store"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { storeConfig } from "@cairn/store/StoreConfig"
 
 const linesOf = (error: DeploymentError): ReadonlyArray<string> => {
   switch (error._tag) {
@@ -64,3 +67,18 @@ export const settingsProblems: Effect.Effect<ReadonlyArray<string>> = Effect.gen
   }
   return []
 })
+
+/**
+ * The change plan of the deployment's catalog over every database of the data directory
+ * (`CAIRN_DATA_DIR`): the plans, and one line per refused change. A deployment that does not
+ * compile has no plan (its problems are listed by `deploymentProblems`).
+ */
+export const databasePlans = (definition: DeploymentDefinition) =>
+  Effect.gen(function* () {
+    const deployment = yield* Effect.either(Effect.suspend(() => Deployment.make(definition)))
+    if (deployment._tag === "Left") return { plans: [], problems: [] }
+    const config = yield* Effect.either(storeConfig)
+    if (config._tag === "Left") return { plans: [], problems: [] }
+    const plans = yield* DatabasePlans.planDirectory(config.right.dataDir, deployment.right.catalog)
+    return { plans, problems: DatabasePlans.problemsOfAll(plans).map((p) => `catalog change: ${p}`) }
+  })

@@ -13,13 +13,15 @@ import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/Deployment"
 import { allSettings } from "@cairn/server/Startup"
-import { Backup, Position, Restore } from "@cairn/store"
+import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
+import { Registry } from "@cairn/store/Registry"
+import { StoreConfig } from "@cairn/store/StoreConfig"
 import { databaseId } from "@cairn/store/Databases"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { trackerDeployment } from "@cairn/tracker/application"
 import { exportName, invocationDirectory, loadDeployment } from "./AppModule.js"
 import { generate } from "./BindingsGenerator.js"
-import { deploymentProblems, settingsProblems } from "./Check.js"
+import { databasePlans, deploymentProblems, settingsProblems } from "./Check.js"
 import { serveDeployment } from "./Serve.js"
 import { mintForRunningServer, splitRoles } from "./TokenCommand.js"
 
@@ -111,7 +113,8 @@ const serve = Command.make("serve", { app }, ({ app }) =>
 const check = Command.make("check", { app }, ({ app }) =>
   Effect.gen(function* () {
     const { definition, name } = yield* loadDeployment(app)
-    const problems = [...(yield* deploymentProblems(definition)), ...(yield* settingsProblems)]
+    const planned = yield* databasePlans(definition)
+    const problems = [...(yield* deploymentProblems(definition)), ...(yield* settingsProblems), ...planned.problems]
     if (problems.length > 0) {
       yield* Console.error(`${name} cannot be served; ${problems.length === 1 ? "1 problem" : `${problems.length} problems`}:\n${problems.map((p) => `  - ${p}`).join("\n")}`)
       return yield* Effect.sync(() => {
@@ -121,10 +124,70 @@ const check = Command.make("check", { app }, ({ app }) =>
     const deployment = yield* Deployment.make(definition)
     const [settings] = yield* allSettings
     yield* Console.log(
-      `OK: ${name}: root schema "${deployment.catalog.name}", ${deployment.catalog.entities.length} entities, ${deployment.catalog.operations.length} operations, policy and handlers complete; settings valid (${settings.baseUrl}, stage ${settings.stageSetting}, data ${settings.dataDir})`
+      `OK: ${name}: root schema "${deployment.catalog.name}", ${deployment.catalog.entities.length} entities, ${deployment.catalog.operations.length} operations, policy and handlers complete; settings valid (${settings.baseUrl}, stage ${settings.stageSetting}, data ${settings.dataDir}); catalog installs over ${planned.plans.length === 1 ? "1 database" : `${planned.plans.length} databases`}`
     )
   })
 ).pipe(Command.withDescription("Compile and validate a deployment and every setting without serving; list every problem (exit 1) or print one OK line."))
+
+const migratePlan = Command.make("plan", { app }, ({ app }) =>
+  Effect.gen(function* () {
+    const { definition, name } = yield* loadDeployment(app)
+    const deployment = yield* Deployment.make(definition)
+    const { dataDir } = yield* storeConfig
+    const plans = yield* DatabasePlans.planDirectory(dataDir, deployment.catalog)
+    yield* Console.log(`change plan of ${name} over ${dataDir}:\n${DatabasePlans.render(plans)}`)
+    const refused = DatabasePlans.problemsOfAll(plans)
+    if (refused.length > 0) {
+      yield* Console.error(`${refused.length === 1 ? "1 change is" : `${refused.length} changes are`} refused: the deployment cannot be served until a migration covers ${refused.length === 1 ? "it" : "them"} or the data satisfies ${refused.length === 1 ? "it" : "them"}`)
+      return yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
+  })
+).pipe(Command.withDescription("Print the change plan of the deployment's catalog over every database: each change classified, offending row counts, migrations to run (no values)."))
+
+/** `[#####·····] 3/10`: how far `apply` is through the databases. */
+const bar = (done: number, total: number) => {
+  const width = 20
+  const filled = total === 0 ? width : Math.round((done / total) * width)
+  return `[${"#".repeat(filled)}${"·".repeat(width - filled)}] ${done}/${total}`
+}
+
+const migrateApply = Command.make("apply", { app }, ({ app }) =>
+  Effect.gen(function* () {
+    const { definition, name } = yield* loadDeployment(app)
+    const deployment = yield* Deployment.make(definition)
+    const config = yield* storeConfig
+    yield* Console.log(`applying ${name}'s catalog and migrations to every database of ${config.dataDir}`)
+    const results = yield* MigrateApply.applyAll({
+      operations: deployment.operations,
+      onDatabase: (i, total, id) => Console.log(`${bar(i, total)} database ${id}`),
+      onBatch: (_id, b) => Console.log(`    migration "${b.migration}": batch ${b.batch} committed at position ${b.position}${b.state === "done" ? " (finished)" : ""}`)
+    }).pipe(Effect.provide(Registry.Default), Effect.provide(StoreConfig.layer(config)))
+    yield* Console.log(bar(results.length, results.length))
+    const count = (outcome: MigrateApply.Applied["outcome"]) => results.filter((r) => r.outcome === outcome).length
+    const batches = results.reduce((n, r) => n + r.batches, 0)
+    yield* Console.log(
+      `summary: ${results.length} ${results.length === 1 ? "database" : "databases"}: ${count("updated")} updated, ${count("unchanged")} unchanged, ${count("refused")} refused, ${count("failed")} failed; ${batches} migration ${batches === 1 ? "batch" : "batches"} committed`
+    )
+    const bad = results.filter((r) => r.outcome === "refused" || r.outcome === "failed")
+    if (bad.length > 0) {
+      yield* Console.error(bad.map((r) => `database ${r.databaseId}: ${r.outcome}: ${r.message ?? ""}`).join("\n"))
+      return yield* Effect.sync(() => {
+        process.exitCode = 1
+      })
+    }
+  })
+).pipe(
+  Command.withDescription(
+    "Install the deployment's catalog and run pending migrations on every database now (the server stopped), with progress and a summary; activation would otherwise do it lazily."
+  )
+)
+
+const migrate = Command.make("migrate").pipe(
+  Command.withDescription("Plan and apply catalog changes and migrations over every database."),
+  Command.withSubcommands([migratePlan, migrateApply])
+)
 
 const token = Command.make(
   "token",
@@ -186,7 +249,7 @@ const bindings = Command.make(
 
 const cairn = Command.make("cairn").pipe(
   Command.withDescription("Cairn's operator commands."),
-  Command.withSubcommands([serve, check, token, bindings, backup, restore])
+  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore])
 )
 
 const run = Command.run(cairn, { name: "cairn", version: "0.1.0" })

@@ -1,15 +1,18 @@
 /**
  * Compiles a root schema into an immutable `Catalog`: exact references, stored
- * representations, JSON Schemas for discovery, and the catalog token, an opaque digest
- * of everything a client relies on (definitions, then policy), stable across restarts.
+ * representations, JSON Schemas for discovery, the declared migrations, and `token`, an
+ * opaque digest of every definition and the policy, stable across restarts (install
+ * records and backups name it). What clients hold is a view's token, a version per
+ * definition (`CatalogVersion`), which survives additive changes.
  */
 import { Effect, JSONSchema, Schema, SchemaAST as AST } from "effect"
 import { fieldOperators } from "@cairn/domain/QueryDocument"
 import { type OperationRef } from "@cairn/domain/References"
 import { CatalogError } from "./CatalogError.js"
-import type { Entity } from "./Entity.js"
+import type { Deprecation, Entity } from "./Entity.js"
 import { digest } from "./Digest.js"
 import { analyze, type ColumnType } from "./internal/storedType.js"
+import type { Migration } from "./Migration.js"
 import type * as Operation from "./Operation.js"
 import type { RootSchema } from "./RootSchema.js"
 
@@ -28,6 +31,7 @@ export interface CompiledField {
   readonly indexed: boolean
   readonly trait?: string
   readonly operators: ReadonlyArray<string>
+  readonly deprecated?: Deprecation
 }
 
 export interface CompiledRelationship {
@@ -49,6 +53,7 @@ export interface CompiledEntity {
   readonly indexes: ReadonlyArray<CompiledIndex>
   readonly traits: ReadonlyArray<string>
   readonly operations: ReadonlyArray<string>
+  readonly deprecated?: Deprecation
   readonly definition: Entity<string, any>
   readonly field: (name: string) => CompiledField | undefined
   readonly relationship: (name: string) => CompiledRelationship | undefined
@@ -71,6 +76,7 @@ export interface CompiledOperation {
   readonly output: Schema.Schema<any, any>
   readonly inputJsonSchema: JsonSchemaObject
   readonly outputJsonSchema: JsonSchemaObject
+  readonly deprecated?: Deprecation
   readonly definition: Operation.Any
 }
 
@@ -111,7 +117,9 @@ export class Catalog {
     /** Digest of the stored representation only: what installation validates against. */
     readonly fingerprint: string,
     /** Digest of the compiled policy, once one is attached. */
-    readonly policyDigest: string = ""
+    readonly policyDigest: string = "",
+    /** The root schema's explicit migrations, in order. */
+    readonly migrations: ReadonlyArray<Migration> = []
   ) {
     this.token = digest({ v: 1, definitions: definitionsDigest, policy: policyDigest }).slice(0, 24)
     this.entityIndex = new Map(entities.map((e) => [e.name, e]))
@@ -129,6 +137,11 @@ export class Catalog {
     return this.operationIndex.get(`${owner}.${name}`)
   }
 
+  /** The same definitions with other declared migrations (which version the entities they cover). */
+  withMigrations(migrations: ReadonlyArray<Migration>): Catalog {
+    return new Catalog(this.name, this.entities, this.traits, this.operations, this.definitionsDigest, this.fingerprint, this.policyDigest, migrations)
+  }
+
   /** The same definitions under a token that also covers the compiled policy. */
   withPolicyDigest(policyDigest: string): Catalog {
     return new Catalog(
@@ -138,7 +151,8 @@ export class Catalog {
       this.operations,
       this.definitionsDigest,
       this.fingerprint,
-      policyDigest
+      policyDigest,
+      this.migrations
     )
   }
 }
@@ -195,6 +209,7 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         output: op.output,
         inputJsonSchema: inputJsonSchema ?? {},
         outputJsonSchema: outputJsonSchema ?? {},
+        ...(op.deprecated ? { deprecated: op.deprecated } : {}),
         definition: op
       })
     }
@@ -266,6 +281,7 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
           jsonSchema: tryJsonSchema(schema) ?? {},
           indexed: indexed.has(name),
           ...(traitOf.has(name) ? { trait: traitOf.get(name)! } : {}),
+          ...(entity.deprecatedFields?.[name] ? { deprecated: entity.deprecatedFields[name]! } : {}),
           operators: operatorsFor(stored.column, stored.nullable, stored.literals !== undefined)
         }
         fields.push(field)
@@ -307,10 +323,31 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         indexes,
         traits: entity.traits.map((t) => t.name),
         operations: operations.filter((o) => o.owner === entity.name).map((o) => o.name).sort(),
+        ...(entity.deprecated ? { deprecated: entity.deprecated } : {}),
         definition: entity,
         field: (n) => fieldIndex.get(n),
         relationship: (n) => relationshipIndex.get(n)
       })
+    }
+
+    // Deprecations name real replacements, so `describe` never points callers at nothing.
+    for (const entity of root.entities) {
+      const where = `entity "${entity.name}"`
+      const fieldNames = new Set(Object.keys(entity.fields))
+      if (entity.deprecated?.replacement !== undefined && !entityDefs.has(entity.deprecated.replacement)) {
+        problems.push(`${where}: deprecated in favour of unknown entity "${entity.deprecated.replacement}"`)
+      }
+      for (const [field, deprecation] of Object.entries(entity.deprecatedFields ?? {})) {
+        if (!fieldNames.has(field)) problems.push(`${where}: deprecates unknown field "${field}"`)
+        if (deprecation.replacement !== undefined && !fieldNames.has(deprecation.replacement)) {
+          problems.push(`${where}: field "${field}" is deprecated in favour of unknown field "${deprecation.replacement}"`)
+        }
+      }
+    }
+    for (const op of root.operations) {
+      if (op.deprecated?.replacement !== undefined && !operationKeys.has(op.deprecated.replacement)) {
+        problems.push(`operation "${op.owner}.${op.name}": deprecated in favour of unknown operation "${op.deprecated.replacement}"`)
+      }
     }
 
     const traits: Array<CompiledTrait> = root.traits.map((t) => ({
@@ -337,7 +374,8 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
       entities: entities.map((e) => ({
         name: e.name,
         description: e.description,
-        fields: e.fields.map((f) => ({ name: f.name, column: f.column, nullable: f.nullable, schema: f.jsonSchema })),
+        fields: e.fields.map((f) => ({ name: f.name, column: f.column, nullable: f.nullable, schema: f.jsonSchema, ...(f.deprecated ? { deprecated: f.deprecated } : {}) })),
+        ...(e.deprecated ? { deprecated: e.deprecated } : {}),
         relationships: e.relationships,
         indexes: e.indexes,
         traits: e.traits
@@ -349,7 +387,8 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         description: o.description,
         targeted: o.targeted,
         input: o.inputJsonSchema,
-        output: o.outputJsonSchema
+        output: o.outputJsonSchema,
+        ...(o.deprecated ? { deprecated: o.deprecated } : {})
       }))
     })
     const fingerprint = digest({
@@ -359,5 +398,18 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
         indexes: e.indexes
       }))
     })
-    return Effect.succeed(new Catalog(root.name, entities, traits, operations, definitionsDigest, fingerprint))
+    const migrationNames = new Set<string>()
+    for (const m of root.migrations ?? []) {
+      if (m.name.trim() === "") problems.push(`migration: a migration needs a name`)
+      if (migrationNames.has(m.name)) problems.push(`migration "${m.name}": duplicate name`)
+      migrationNames.add(m.name)
+      for (const covered of m.covers) {
+        const [entity, field, ...rest] = covered.split(".")
+        if (rest.length > 0 || entity === undefined || !ENTITY_NAME.test(entity) || (field !== undefined && !MEMBER_NAME.test(field))) {
+          problems.push(`migration "${m.name}": covers "${covered}", which is neither Entity nor Entity.field`)
+        }
+      }
+    }
+    if (problems.length > 0) return Effect.fail(new CatalogError({ problems }))
+    return Effect.succeed(new Catalog(root.name, entities, traits, operations, definitionsDigest, fingerprint, "", root.migrations ?? []))
   })

@@ -53,14 +53,40 @@ const visibleDefs = (view: View): ReadonlyArray<Def> => [
   ...view.operations().map((def) => ({ kind: "operation" as const, def }))
 ]
 
+/** A deprecation as this view shows it: a replacement the caller cannot see is not named. */
+const visibleDeprecation = (
+  deprecated: { readonly reason: string; readonly replacement?: string },
+  visible: (replacement: string) => boolean
+) =>
+  deprecated.replacement !== undefined && visible(deprecated.replacement)
+    ? { reason: deprecated.reason, replacement: deprecated.replacement }
+    : { reason: deprecated.reason }
+
+const deprecation = (view: View, d: Def) => {
+  if (d.kind === "trait" || d.def.deprecated === undefined) return {}
+  const visible =
+    d.kind === "entity"
+      ? (r: string) => view.entity(r) !== undefined
+      : (r: string) => {
+          const [owner, name] = r.split(".")
+          return owner !== undefined && name !== undefined && view.operation(owner, name) !== undefined
+        }
+  return { deprecated: visibleDeprecation(d.def.deprecated, visible) }
+}
+
 const cardOf = (view: View, d: Def): Card => {
   switch (d.kind) {
     case "entity":
-      return { ref: refOf(d), summary: summaryOf(d.def.description), fields: ["id", ...view.fields(d.def).map((f) => f.name)] }
+      return {
+        ref: refOf(d),
+        summary: summaryOf(d.def.description),
+        ...deprecation(view, d),
+        fields: ["id", ...view.fields(d.def).map((f) => f.name)]
+      }
     case "trait":
       return { ref: refOf(d), summary: summaryOf(d.def.description), fields: d.def.fields.map((f) => f.name) }
     case "operation":
-      return { ref: refOf(d), summary: summaryOf(d.def.description), targeted: d.def.targeted }
+      return { ref: refOf(d), summary: summaryOf(d.def.description), ...deprecation(view, d), targeted: d.def.targeted }
   }
 }
 
@@ -81,7 +107,8 @@ const definitionOf = (view: View, d: Def): Definition => {
               nullable: f.nullable,
               indexed: f.indexed,
               operators: f.operators,
-              ...(f.trait ? { trait: f.trait } : {})
+              ...(f.trait ? { trait: f.trait } : {}),
+              ...(f.deprecated ? { deprecated: visibleDeprecation(f.deprecated, (r) => view.field(e.name, r) !== undefined) } : {})
             }
           ])
         ),
@@ -94,7 +121,8 @@ const definitionOf = (view: View, d: Def): Definition => {
           kind: "operation" as const,
           owner: { kind: "entity" as const, name: e.name },
           name
-        }))
+        })),
+        ...deprecation(view, d)
       }
     }
     case "trait":
@@ -110,7 +138,8 @@ const definitionOf = (view: View, d: Def): Definition => {
         description: d.def.description,
         targeted: d.def.targeted,
         input: d.def.inputJsonSchema,
-        output: d.def.outputJsonSchema
+        output: d.def.outputJsonSchema,
+        ...deprecation(view, d)
       }
   }
 }
@@ -220,6 +249,8 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
     : rank(all, request.search!)
   const queryDigest = digest(mode)
 
+  // Pages belong to this exact catalog (descriptions included) as this view shows it.
+  const pageKey = digest([view.catalog.token, view.token]).slice(0, 22)
   let offset = 0
   if (request.page?.after !== undefined) {
     const opened = sealer.open("describe", DescribeCursor, request.page.after)
@@ -227,7 +258,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
       return yield* new InvalidQuery({ message: "page.after is not a cursor this service issued; start again without it." })
     }
     const cursor = opened.value
-    if (cursor.t !== view.token) {
+    if (cursor.t !== pageKey) {
       return yield* new InvalidQuery({
         message: "page.after belongs to an earlier version of the catalog; start again without it (the current catalogToken is in this error's result)."
       })
@@ -242,7 +273,7 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
   const result: DescribeResult = {
     catalogToken: view.token,
     cards: page.map((d) => cardOf(view, d)),
-    ...(next < matches.length ? { cursor: sealer.seal("describe", DescribeCursor, { t: view.token, q: queryDigest, o: next }) } : {})
+    ...(next < matches.length ? { cursor: sealer.seal("describe", DescribeCursor, { t: pageKey, q: queryDigest, o: next }) } : {})
   }
   return result
 })

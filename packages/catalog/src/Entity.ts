@@ -18,6 +18,12 @@ export const belongsTo = <const Target extends string>(target: Target, via: stri
   via
 })
 
+/** A definition or field kept for old clients while `replacement` is adopted (shown by `describe`). */
+export interface Deprecation {
+  readonly reason: string
+  readonly replacement?: string
+}
+
 export interface Entity<Name extends string = string, Fields extends Schema.Struct.Fields = Schema.Struct.Fields> {
   readonly _tag: "Entity"
   readonly name: Name
@@ -26,6 +32,10 @@ export interface Entity<Name extends string = string, Fields extends Schema.Stru
   readonly traits: ReadonlyArray<Trait>
   readonly relationships: { readonly [name: string]: BelongsTo }
   readonly indexes: ReadonlyArray<ReadonlyArray<string>>
+  /** Set between the stages of an expand/contract change: the entity is on its way out. */
+  readonly deprecated?: Deprecation
+  /** Fields on their way out, each with its reason and replacement field. */
+  readonly deprecatedFields: { readonly [field: string]: Deprecation }
   /** The record as stored and read: `id` plus the fields. */
   readonly record: Schema.Struct<Fields & { readonly id: typeof Schema.String }>
 }
@@ -38,6 +48,8 @@ export const make = <const Name extends string, const Fields extends Schema.Stru
     readonly traits?: ReadonlyArray<Trait>
     readonly relationships?: Readonly<Record<string, BelongsTo>>
     readonly indexes?: ReadonlyArray<ReadonlyArray<string>>
+    readonly deprecated?: Deprecation
+    readonly deprecatedFields?: Readonly<Record<string, Deprecation>>
   }
 ): Entity<Name, Fields> => ({
   _tag: "Entity",
@@ -47,6 +59,8 @@ export const make = <const Name extends string, const Fields extends Schema.Stru
   traits: options.traits ?? [],
   relationships: options.relationships ?? {},
   indexes: options.indexes ?? [],
+  ...(options.deprecated ? { deprecated: options.deprecated } : {}),
+  deprecatedFields: options.deprecatedFields ?? {},
   record: Schema.Struct({ ...options.fields, id: Schema.String })
 })
 

@@ -4,7 +4,7 @@
  * one existing record of its owner; a targetless one (e.g. a create) acts on none.
  */
 import type { Schema } from "effect"
-import type { Entity } from "./Entity.js"
+import type { Deprecation, Entity } from "./Entity.js"
 
 export interface Operation<
   Owner extends string = string,
@@ -20,6 +20,8 @@ export interface Operation<
   readonly targeted: Targeted
   readonly input: Input
   readonly output: Output
+  /** Set while callers move to `replacement` (an operation `Owner.name`). */
+  readonly deprecated?: Deprecation
 }
 
 export const make = <
@@ -35,6 +37,7 @@ export const make = <
   readonly targeted: Targeted
   readonly input: Input
   readonly output: Output
+  readonly deprecated?: Deprecation
 }): Operation<Owner, Name, Input, Output, Targeted> => ({
   _tag: "Operation",
   owner: (typeof options.owner === "string" ? options.owner : options.owner.name) as Owner,
@@ -42,7 +45,8 @@ export const make = <
   description: options.description,
   targeted: options.targeted,
   input: options.input,
-  output: options.output
+  output: options.output,
+  ...(options.deprecated ? { deprecated: options.deprecated } : {})
 })
 
 export type Any = Operation<string, string, Schema.Schema.AnyNoContext, Schema.Schema.AnyNoContext, boolean>

@@ -4,6 +4,7 @@
  * It keeps its entity and operation types, so handlers are typed from it alone.
  */
 import type { Entity } from "./Entity.js"
+import type { Migration } from "./Migration.js"
 import type * as Operation from "./Operation.js"
 import type { Trait } from "./Trait.js"
 
@@ -17,6 +18,8 @@ export interface RootSchema<
   readonly traits: ReadonlyArray<Trait>
   readonly entities: Es
   readonly operations: Os
+  /** Explicit migrations, in the order they apply (see `Migration`). */
+  readonly migrations?: ReadonlyArray<Migration>
 }
 
 export const make = <
@@ -29,11 +32,13 @@ export const make = <
     readonly traits?: ReadonlyArray<Trait>
     readonly entities: Es
     readonly operations?: Os
+    readonly migrations?: ReadonlyArray<Migration>
   }
 ): RootSchema<Name, Es, Os> => ({
   _tag: "RootSchema",
   name,
   traits: definitions.traits ?? [],
   entities: definitions.entities,
-  operations: definitions.operations ?? ([] as unknown as Os)
+  operations: definitions.operations ?? ([] as unknown as Os),
+  migrations: definitions.migrations ?? []
 })

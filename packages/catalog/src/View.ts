@@ -4,6 +4,7 @@
  * `View.full` sees everything; the policy package builds narrower views.
  */
 import type { Catalog, CompiledEntity, CompiledField, CompiledOperation, CompiledRelationship, CompiledTrait } from "./Catalog.js"
+import * as CatalogVersion from "./CatalogVersion.js"
 import * as RowScope from "./RowScope.js"
 
 export interface ViewRules {
@@ -30,8 +31,14 @@ export class View {
     })
   }
 
+  /** The catalog token this view issues: a version per visible definition (see `CatalogVersion`). */
   get token(): string {
-    return this.catalog.token
+    return CatalogVersion.tokenOf(this.catalog, this.entities(), this.operations())
+  }
+
+  /** Whether a request made under `token` may run: every definition it touches is unchanged for it. */
+  admits(token: string, touched: ReadonlyArray<CatalogVersion.Touched>): boolean {
+    return CatalogVersion.admits(this.catalog, token, touched)
   }
 
   entity(name: string): CompiledEntity | undefined {

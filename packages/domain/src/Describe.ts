@@ -19,10 +19,22 @@ export const DescribeRequest = Schema.Struct({
 }).annotations({ identifier: "DescribeRequest" })
 export type DescribeRequest = typeof DescribeRequest.Type
 
+/**
+ * A definition (or field) kept for old clients while its replacement is adopted: new code should
+ * use `replacement`; it will be removed by a later release.
+ */
+export const Deprecation = Schema.Struct({
+  reason: Schema.String,
+  /** The name to use instead: an entity, a field of the same entity, or an operation `Owner.name`. */
+  replacement: Schema.optional(Schema.String)
+}).annotations({ identifier: "Deprecation" })
+export type Deprecation = typeof Deprecation.Type
+
 /** A concise card: enough to choose a definition, not its schemas. */
 export const Card = Schema.Struct({
   ref: DefinitionRef,
   summary: Schema.String,
+  deprecated: Schema.optional(Deprecation),
   /** Entities: visible field names. Traits: their field names. */
   fields: Schema.optional(Schema.Array(Schema.String)),
   /** Operations: whether a `target` record is required. */
@@ -39,7 +51,8 @@ export const FieldDescription = Schema.Struct({
   indexed: Schema.Boolean,
   /** Filter operators a query may apply to this field. */
   operators: Schema.Array(Schema.String),
-  trait: Schema.optional(Schema.String)
+  trait: Schema.optional(Schema.String),
+  deprecated: Schema.optional(Deprecation)
 })
 export type FieldDescription = typeof FieldDescription.Type
 
@@ -57,7 +70,8 @@ export const EntityDefinition = Schema.Struct({
   relationships: Schema.Record({ key: Schema.String, value: RelationshipDescription }),
   indexes: Schema.Array(Schema.Array(Schema.String)),
   traits: Schema.Array(TraitRef),
-  operations: Schema.Array(OperationRef)
+  operations: Schema.Array(OperationRef),
+  deprecated: Schema.optional(Deprecation)
 })
 
 export const TraitDefinition = Schema.Struct({
@@ -72,7 +86,8 @@ export const OperationDefinition = Schema.Struct({
   description: Schema.String,
   targeted: Schema.Boolean,
   input: JsonSchema,
-  output: JsonSchema
+  output: JsonSchema,
+  deprecated: Schema.optional(Deprecation)
 })
 
 export const Definition = Schema.Union(EntityDefinition, TraitDefinition, OperationDefinition)

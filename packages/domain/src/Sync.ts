@@ -109,7 +109,7 @@ export type SyncMessage = typeof SyncMessage.Type
 
 export const resnapshotMessages: Readonly<Record<ResnapshotReason, string>> = {
   history_compacted: "The change history after this cursor is no longer retained; discard local data and take a new snapshot.",
-  catalog_changed: "The catalog or its policy changed since this cursor; discard local data and take a new snapshot.",
+  catalog_changed: "A definition this scope relies on changed incompatibly since this cursor; discard local data and take a new snapshot.",
   access_changed: "Your access changed since this cursor; discard local data and take a new snapshot.",
   cursor_mismatch: "This cursor does not belong to this caller, database or scope; discard local data and take a new snapshot."
 }

@@ -7,7 +7,7 @@ import { type OAuthClientProvider, UnauthorizedError } from "@modelcontextprotoc
 import { StreamableHTTPClientTransport } from "@modelcontextprotocol/sdk/client/streamableHttp.js"
 import type { OAuthClientInformationMixed, OAuthTokens } from "@modelcontextprotocol/sdk/shared/auth.js"
 import { assert, describe, it } from "@effect/vitest"
-import { Entity, RootSchema } from "@cairn/catalog"
+import { Entity, Migration, RootSchema } from "@cairn/catalog"
 import { DevAuthServer } from "@cairn/devauth"
 const { signIn } = DevAuthServer
 import { tracker } from "@cairn/testkit/fixture/tracker"
@@ -17,7 +17,11 @@ import { decodeJwt } from "jose"
 import { v7 as uuidv7 } from "uuid"
 import { startStack } from "./support/stack.js"
 
-/** The next release of the tracker: one additive entity, so the catalog token changes. */
+/**
+ * The next release of the tracker: one additive entity, and a declared migration covering
+ * Project (a new version of that definition): tokens issued before still guard requests that
+ * touch only unchanged definitions, and fail `catalog_changed` on Project.
+ */
 const trackerNext = RootSchema.make("tracker", {
   traits: tracker.traits,
   entities: [
@@ -27,7 +31,8 @@ const trackerNext = RootSchema.make("tracker", {
       fields: { projectId: Schema.String, title: Schema.String, due: Schema.optional(Schema.String) }
     })
   ],
-  operations: tracker.operations
+  operations: tracker.operations,
+  migrations: [Migration.make({ name: "project-v2", description: "Projects are read anew.", covers: ["Project"] })]
 })
 
 type ToolResult = { readonly isError?: boolean; readonly structuredContent?: any; readonly content?: any }
@@ -228,6 +233,12 @@ const nextRelease = (
       query: { version: 1, from: { kind: "entity", name: "Project" }, select: { name: { path: ["name"] } } }
     })
     assert.strictEqual(staleQuery.structuredContent.code, "catalog_changed")
+    // The additive entity and the migrated Project leave Task as it was: the old token still guards it.
+    const unchanged = yield* call("query", {
+      ifCatalog: before.catalogToken,
+      query: { version: 1, from: { kind: "entity", name: "Task" }, select: { title: { path: ["title"] } } }
+    })
+    assert.isNotTrue(unchanged.isError, JSON.stringify(unchanged.structuredContent))
 
     // Recovery as the error says: describe again, rebuild, and the data is still there.
     const again = yield* call("describe", { browse: { kinds: ["entity"] } })

@@ -4,6 +4,7 @@
  * scope ANDed in, runs it, and answers plain JSON rows, a sealed continuation cursor
  * and the basis (catalog token and commit position) the page was read at.
  */
+import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { ValueOrder } from "@cairn/catalog"
@@ -42,6 +43,7 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       if (isError(planned)) return yield* planned
       const binding: Cursor.CursorBinding = {
         catalogToken: view.token,
+        admits: (token) => view.admits(token, CatalogVersion.touchedByQuery(view.catalog, request.query)),
         principal,
         database: database.id,
         fingerprint: planned.fingerprint

@@ -5,7 +5,7 @@
 import { assert, describe, layer } from "@effect/vitest"
 import { SqlClient } from "@effect/sql"
 import { Effect } from "effect"
-import { Entity, RootSchema, RowScope } from "@cairn/catalog"
+import { Entity, Migration, RootSchema, RowScope } from "@cairn/catalog"
 import { compile } from "@cairn/catalog/Catalog"
 import { describe as describeCatalog, DescribeLimits } from "@cairn/catalog/Describe"
 import { View } from "@cairn/catalog/View"
@@ -297,11 +297,22 @@ layer(TestLive)("query errors", (it) => {
         assert.strictEqual((yield* continueWith(after, paged, { database: "db-2" })).code, "invalid_query")
       }))
 
+    it.effect("a cursor continues across a catalog change that leaves the query's definitions as they were", () =>
+      Effect.gen(function* () {
+        yield* seed
+        const after = yield* firstCursor()
+        // Another definition (Project) has a new version; the query reads only Task.
+        const changed = View.full(catalog.withMigrations([Migration.make({ name: "retype-project", description: "Project changed.", covers: ["Project"] })]))
+        assert.notStrictEqual(changed.token, View.full(catalog).token)
+        const next = yield* run({ ...paged, page: { first: 3, after } }, { view: changed })
+        assert.deepStrictEqual(next.rows, [{ id: "t2" }, { id: "t3" }, { id: "t4" }])
+      }))
+
     it.effect("a cursor from another catalog is catalog_changed with the current token", () =>
       Effect.gen(function* () {
         yield* seed
         const after = yield* firstCursor()
-        const changed = View.full(catalog.withPolicyDigest("another policy"))
+        const changed = View.full(catalog.withMigrations([Migration.make({ name: "retype-task", description: "Task changed.", covers: ["Task"] })]))
         const error = yield* continueWith(after, paged, { view: changed })
         assert.strictEqual(error.code, "catalog_changed")
         assert.strictEqual(error._tag === "CatalogChanged" && error.catalogToken, changed.token)

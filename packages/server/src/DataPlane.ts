@@ -6,6 +6,7 @@
  * defects are logged under the request id and answered without internals. Transports
  * only authenticate and map `EngineError` to their wire.
  */
+import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { DescribeLimits, describe } from "@cairn/catalog/Describe"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
@@ -92,8 +93,9 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         return { request, view: policy.view(principal) }
       })
 
-    const ifCatalog = (view: View, token: string | undefined) =>
-      token === undefined || token === view.token
+    /** Checked only against the definitions the request touches (see `CatalogVersion`). */
+    const ifCatalog = (view: View, token: string | undefined, touched: () => ReadonlyArray<CatalogVersion.Touched>) =>
+      token === undefined || token === view.token || view.admits(token, touched())
         ? Effect.void
         : Effect.fail(
             new CatalogChanged({
@@ -123,7 +125,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
-        yield* ifCatalog(view, request.ifCatalog)
+        yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         const database = yield* open(principal)
         return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
       }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), Effect.withSpan("DataPlane.query"))
@@ -132,7 +134,10 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
         yield* Correlation.note({ invocationId: request.invocationId })
-        yield* ifCatalog(view, request.ifCatalog)
+        yield* ifCatalog(view, request.ifCatalog, () => {
+          const { owner, name } = request.operation
+          return [CatalogVersion.operation(owner.name, name), CatalogVersion.entity(owner.name)]
+        })
         const database = yield* open(principal)
         return yield* mutate({ view, principal, request, database })
       }).pipe(
@@ -146,7 +151,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("snapshot", principal, payload, decodeSnapshotRequest)
-        yield* ifCatalog(view, request.ifCatalog)
+        yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
       }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), Effect.withSpan("DataPlane.snapshot"))

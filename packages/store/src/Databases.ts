@@ -18,6 +18,7 @@ import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
+import * as Migrations from "./Migrations.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
 import { type Registration, Registry } from "./Registry.js"
@@ -255,14 +256,23 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const writer = yield* Writer.make({
           databaseId: id,
           sql,
-          operations,
-          guard,
+          // The catalog's operations plus the internal `_cairn.migrate` of declared migrations (Migrations.ts).
+          operations: Migrations.withMigrations(operations, sql),
+          guard: Migrations.guardWith(guard),
           queueLimit: config.writerQueueLimit,
           maxBatch: config.groupCommitMaxBatch,
           // One stat per group commit: a file removed or replaced under the writer is never acknowledged into.
           beforeCommit: Effect.tapError(guardFile, (error) => faulted(error))
         })
         position = writer.position
+        // Declared migrations this database has not finished run now, batch by batch through its writer.
+        yield* Migrations.runPending({
+          databaseId: id,
+          sql,
+          catalog: operations.catalog,
+          submit: writer.submit,
+          onBatch: (b) => Effect.logInfo("migration batch committed").pipe(Effect.annotateLogs({ database: id, migration: b.migration, batch: b.batch, state: b.state }))
+        })
         const compact = Compaction.compact(writer, config.retainedCommits).pipe(
           Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
         )

@@ -1,15 +1,16 @@
 /**
  * Installs the compiled catalog into a database file, or validates it against the
- * installed one before any data is touched. Additive changes (a new entity, a new
- * nullable field, a new or dropped index) are applied; anything that would
- * reinterpret stored rows (a removed entity or field, a changed column type,
- * nullability or set of allowed values, a new required field) fails activation and
- * needs an explicit migration.
+ * installed one before any data is touched, by the change plan (`ChangePlan`): additive
+ * changes are applied, changes that need validation are accepted when a scan finds no
+ * stored row violating them, and incompatible changes (which would reinterpret stored
+ * rows) are refused unless a declared migration covers them. `cairn check` and startup
+ * compute the same plan first, so a refusal here is a backstop, not a per-request surprise.
  */
-import { type SqlClient, SqlSchema } from "@effect/sql"
+import { type SqlClient, type SqlError, SqlSchema } from "@effect/sql"
 import { Data, Effect, Option, Schema } from "effect"
 import { canonicalJson } from "@cairn/catalog/Digest"
 import { type Catalog } from "@cairn/catalog/Catalog"
+import * as ChangePlan from "./ChangePlan.js"
 import * as Layout from "./Layout.js"
 import { ddl, installTable } from "./Log.js"
 
@@ -23,20 +24,7 @@ export class IncompatibleCatalog extends Data.TaggedError("IncompatibleCatalog")
   }
 }
 
-const StoredField = Schema.Struct({
-  name: Schema.String,
-  column: Schema.String,
-  nullable: Schema.Boolean,
-  literals: Schema.optional(Schema.Array(Schema.Union(Schema.String, Schema.Number, Schema.Boolean)))
-})
-const StoredEntity = Schema.Struct({
-  name: Schema.String,
-  fields: Schema.Array(StoredField),
-  indexes: Schema.Array(Schema.Struct({ name: Schema.String, fields: Schema.Array(Schema.String) }))
-})
-/** What the file's tables mean: enough to judge whether a catalog reinterprets them. */
-export const Representation = Schema.Struct({ entities: Schema.Array(StoredEntity) })
-export type Representation = typeof Representation.Type
+export { Representation, representationOf } from "./ChangePlan.js"
 
 /** The install record; `representation` stays text, compared as written before it is decoded. */
 const InstallRow = Schema.Struct({
@@ -45,62 +33,48 @@ const InstallRow = Schema.Struct({
   representation: Schema.String,
   install_id: Schema.NullOr(Schema.String)
 })
-const decodeRepresentation = Schema.decodeUnknown(Schema.parseJson(Representation))
 
-export const representationOf = (catalog: Catalog): Representation => ({
-  entities: catalog.entities.map((e) => ({
-    name: e.name,
-    fields: e.fields.map((f) => ({
-      name: f.name,
-      column: f.column,
-      nullable: f.nullable,
-      ...(f.literals ? { literals: f.literals } : {})
-    })),
-    indexes: e.indexes.map((ix) => ({ name: ix.name, fields: ix.fields }))
-  }))
-})
+/** The install record of a database file, if it has one (read on any connection). */
+export const readRecord = (sql: SqlClient.SqlClient) =>
+  Effect.gen(function* () {
+    const tables = yield* sql<{ readonly n: number }>`SELECT count(*) AS n FROM sqlite_master WHERE type = 'table' AND name = ${installTable}`
+    if (Number(tables[0]?.n ?? 0) === 0) return Option.none<{ readonly root: string; readonly representation: ChangePlan.Representation }>()
+    const found = yield* SqlSchema.findOne({
+      Request: Schema.Void,
+      Result: Schema.Struct({ root: Schema.String, representation: Schema.String }),
+      execute: () => sql`SELECT root, representation FROM ${sql(installTable)} WHERE id = 1`
+    })(undefined)
+    if (Option.isNone(found)) return Option.none()
+    return Option.some({ root: found.value.root, representation: yield* ChangePlan.decodeRepresentation(found.value.representation) })
+  })
 
-export interface Plan {
-  readonly problems: ReadonlyArray<string>
-  readonly statements: ReadonlyArray<string>
-}
+/** The declared migrations as the plan sees them: what each covers. */
+export const coverageOf = (catalog: Catalog): ReadonlyArray<ChangePlan.Coverage> =>
+  catalog.migrations.map((m) => ({ migration: m.name, covers: m.covers }))
 
-/** Compares the installed representation with the catalog's: incompatibilities, or the DDL to apply. */
-export const plan = (installed: Representation, catalog: Catalog): Plan => {
-  const problems: Array<string> = []
-  const statements: Array<string> = []
-  const sameLiterals = (a?: ReadonlyArray<unknown>, b?: ReadonlyArray<unknown>) =>
-    canonicalJson([...(a ?? [])].sort()) === canonicalJson([...(b ?? [])].sort())
-  for (const old of installed.entities) {
-    const entity = catalog.entity(old.name)
-    if (!entity) {
-      problems.push(`entity "${old.name}" was removed, but its table holds data`)
-      continue
-    }
-    for (const was of old.fields) {
-      const now = entity.field(was.name)
-      if (!now) problems.push(`field "${old.name}.${was.name}" was removed`)
-      else if (now.column !== was.column) problems.push(`field "${old.name}.${was.name}" changed its stored type from ${was.column} to ${now.column}`)
-      else if (now.nullable !== was.nullable)
-        problems.push(`field "${old.name}.${was.name}" changed from ${was.nullable ? "optional" : "required"} to ${now.nullable ? "optional" : "required"}`)
-      else if (!sameLiterals(was.literals, now.literals)) problems.push(`field "${old.name}.${was.name}" changed its allowed values`)
-    }
-    for (const field of entity.fields) {
-      if (old.fields.some((f) => f.name === field.name)) continue
-      if (!field.nullable) problems.push(`field "${old.name}.${field.name}" is new and required; existing rows have no value`)
-      else statements.push(`ALTER TABLE ${Layout.tableName(entity)} ADD COLUMN ${Layout.columnDefinition(field)}`)
-    }
-    for (const ix of old.indexes) {
-      if (!entity.indexes.some((n) => n.name === ix.name)) statements.push(`DROP INDEX IF EXISTS ${Layout.quote(ix.name)}`)
-    }
-    // Creating the table is a no-op; this adds the indexes it lacks.
-    statements.push(...Layout.entityDdl(entity))
-  }
-  for (const entity of catalog.entities) {
-    if (!installed.entities.some((e) => e.name === entity.name)) statements.push(...Layout.entityDdl(entity))
-  }
-  return { problems, statements }
-}
+/**
+ * The plan of `catalog` over one database's install record: every change with its verdict.
+ * A different root schema is one refused change.
+ */
+export const planFor = (
+  sql: SqlClient.SqlClient,
+  record: { readonly root: string; readonly representation: ChangePlan.Representation },
+  catalog: Catalog
+): Effect.Effect<ReadonlyArray<ChangePlan.PlannedChange>, SqlError.SqlError> =>
+  record.root !== catalog.name
+    ? Effect.succeed([
+        {
+          kind: "incompatible" as const,
+          entity: "*",
+          summary: `the database holds root schema "${record.root}", the deployment serves "${catalog.name}"`,
+          refused: true
+        }
+      ])
+    : ChangePlan.judge(sql, record.representation, catalog, coverageOf(catalog))
+
+/** The lines of an `IncompatibleCatalog` for the refused changes of a plan. */
+export const problemsOf = (plan: ReadonlyArray<ChangePlan.PlannedChange>): ReadonlyArray<string> =>
+  plan.filter((c) => c.refused).map((c) => (c.entity === "*" ? c.summary : ChangePlan.describeChange(c)))
 
 /** The install id stored in a database file; `None` when it has no install record (or one from before install ids). */
 export const installIdOf = (sql: SqlClient.SqlClient) =>
@@ -138,8 +112,8 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
         Result: InstallRow,
         execute: () => sql`SELECT root, catalog_token, representation, install_id FROM ${sql(installTable)} WHERE id = 1`
       })(undefined)
-      const representation = representationOf(catalog)
       if (found._tag === "None") {
+        const representation = ChangePlan.representationOf(catalog, catalog.migrations.map((m) => m.name))
         for (const statement of Layout.catalogDdl(catalog)) yield* sql.unsafe(statement)
         yield* sql.unsafe(
           `INSERT INTO ${installTable} (id, root, catalog_token, fingerprint, representation, installed_at, updated_at, install_id) VALUES (1, ?, ?, ?, ?, ?, ?, ?)`,
@@ -150,18 +124,24 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
       const current = found.value
       const held = current.install_id ?? installId
       if (current.install_id === null) yield* sql.unsafe(`UPDATE ${installTable} SET install_id = ? WHERE id = 1`, [installId])
-      if (current.root !== catalog.name) {
-        return yield* new IncompatibleCatalog({
-          databaseId,
-          problems: [`the database holds root schema "${current.root}", the deployment serves "${catalog.name}"`]
-        })
-      }
-      if (current.representation === canonicalJson(representation)) {
+      const installed = yield* ChangePlan.decodeRepresentation(current.representation)
+      const applied = installed.migrations ?? []
+      const representation = ChangePlan.representationOf(catalog, applied)
+      if (current.representation === canonicalJson(representation) && current.root === catalog.name) {
         if (current.catalog_token === catalog.token) return { outcome: "unchanged" as const, installId: held }
       } else {
-        const { problems, statements } = plan(yield* decodeRepresentation(current.representation), catalog)
+        const plan = yield* planFor(sql, { root: current.root, representation: installed }, catalog)
+        const problems = problemsOf(plan)
         if (problems.length > 0) return yield* new IncompatibleCatalog({ databaseId, problems })
-        for (const statement of statements) yield* sql.unsafe(statement)
+        for (const statement of ChangePlan.statements(installed, catalog)) yield* sql.unsafe(statement)
+        // A migration that only covers changes (no step) is applied by installing its catalog.
+        const coveredOnly = catalog.migrations.filter((m) => m.step === undefined && !applied.includes(m.name)).map((m) => m.name)
+        const updated = ChangePlan.representationOf(catalog, [...applied, ...coveredOnly])
+        yield* sql.unsafe(
+          `UPDATE ${installTable} SET catalog_token = ?, fingerprint = ?, representation = ?, updated_at = ? WHERE id = 1`,
+          [catalog.token, catalog.fingerprint, canonicalJson(updated), now]
+        )
+        return { outcome: "updated" as const, installId: held }
       }
       yield* sql.unsafe(
         `UPDATE ${installTable} SET catalog_token = ?, fingerprint = ?, representation = ?, updated_at = ? WHERE id = 1`,

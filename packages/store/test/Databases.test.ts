@@ -172,14 +172,16 @@ describe("catalog installation", () => {
       const { title, done, count, tag } = Note.fields
 
       assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count: Schema.String, tag })), [
-        `field "Note.count" changed its stored type from integer to text`
+        `refused (incompatible): field "Note.count" changed its stored type from integer to text; declare a migration that covers "Note.count"`
       ])
-      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count })), [`field "Note.tag" was removed`])
+      assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count })), [
+        `refused (incompatible): field "Note.tag" was removed (or renamed); declare a migration that covers "Note.tag"`
+      ])
       assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count, tag: Schema.String })), [
-        `field "Note.tag" changed from optional to required`
+        `refused (needs validation): field "Note.tag" became required: 1 stored row violates it`
       ])
       assert.deepStrictEqual(yield* activationFailure(dataDir, evolved({ title, done, count, tag, rank: Schema.Int })), [
-        `field "Note.rank" is new and required; existing rows have no value`
+        `refused (needs validation): field "Note.rank" is new and required (existing rows have no value): 1 stored row violates it`
       ])
       assert.deepStrictEqual(
         yield* activationFailure(dataDir, RootSchema.make("other", { entities: [Note], operations: notes.operations })),

@@ -3,6 +3,7 @@
  * database: snapshot pages of a scope, then the changes after a cursor, filtered
  * through the principal's policy, caught up and then live until the caller stops.
  */
+import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
@@ -142,7 +143,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       let continuation: SyncCursor.Continuation | undefined
       if (request.after !== undefined) {
         continuation = SyncCursor.openContinuation(sealer, request.after)
-        if (continuation === undefined || SyncCursor.mismatch(continuation, binding) !== undefined) {
+        if (continuation === undefined || SyncCursor.mismatch(continuation, binding, (token) => view.admits(token, scope.entries.map((e) => CatalogVersion.entity(e.entity.name)))) !== undefined) {
           return yield* restartSnapshot("This snapshot continuation is not valid for this caller, scope or catalog.")
         }
         if (continuation.entry >= scope.entries.length) return yield* restartSnapshot("This snapshot continuation is not valid.")
@@ -276,7 +277,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const scope = yield* resolveScope(view, request.scope, limits)
           const binding = yield* Effect.orDie(bindingOf(principal, view, database, scope))
           const cursor = SyncCursor.openCursor(sealer, request.cursor)
-          const reason = SyncCursor.mismatch(cursor, binding)
+          // A cursor survives a catalog change unless a definition of its scope changed incompatibly.
+          const reason = SyncCursor.mismatch(cursor, binding, (token) =>
+            view.admits(token, scope.entries.map((e) => CatalogVersion.entity(e.entity.name)))
+          )
           if (reason !== undefined) {
             yield* SyncMetrics.countResnapshot(reason)
             return Stream.make(resnapshot(reason))

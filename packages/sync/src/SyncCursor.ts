@@ -81,12 +81,17 @@ export const openContinuation = (sealer: SealerService, sealed: string): Continu
  * Why a cursor cannot be resumed for `current`, if it cannot. Identity and scope are
  * checked first: a foreign cursor learns nothing about this view.
  */
-export const mismatch = (cursor: Binding | undefined, current: Binding): ResnapshotReason | undefined => {
+export const mismatch = (
+  cursor: Binding | undefined,
+  current: Binding,
+  /** Whether the cursor's catalog token still admits the scope's definitions (see `CatalogVersion`); default: equal tokens. */
+  admits: (token: string) => boolean = (token) => token === current.catalogToken
+): ResnapshotReason | undefined => {
   if (cursor === undefined) return "cursor_mismatch"
   if (cursor.subject !== current.subject || cursor.database !== current.database || cursor.scope !== current.scope) {
     return "cursor_mismatch"
   }
-  if (cursor.catalogToken !== current.catalogToken) return "catalog_changed"
+  if (cursor.catalogToken !== current.catalogToken && !admits(cursor.catalogToken)) return "catalog_changed"
   if (cursor.access !== current.access) return "access_changed"
   return undefined
 }

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Chunk, Effect, Fiber, Metric, Stream } from "effect"
 import { View } from "@cairn/catalog/View"
+import * as Migration from "@cairn/catalog/Migration"
 import type { Filter } from "@cairn/domain/QueryDocument"
 import type { SyncMessage, SyncScope } from "@cairn/domain/Sync"
 import { Log, Position } from "@cairn/store"
@@ -204,7 +205,12 @@ describe("changes", () => {
         assert.strictEqual(reason(yield* changesOnce(db, carol, cursor.slice(0, -3) + "AAA")), "cursor_mismatch")
         assert.strictEqual(reason(yield* changesOnce(db, who("carol", { roles: ["admin"] }), cursor)), "access_changed")
         const view = yield* viewOf(carol)
-        const changedCatalog = new View(view.catalog.withPolicyDigest("another policy"), view.rules)
+        // A change that leaves the scope's definitions as they were keeps the cursor (here: another policy digest)...
+        const samePolicyView = new View(view.catalog.withPolicyDigest("another policy"), view.rules)
+        assert.strictEqual(reason(yield* changesOnce(db, carol, cursor, everything, samePolicyView)), "none")
+        // ...a migrated (incompatible) change to one of them does not.
+        const migrated = view.catalog.withMigrations([Migration.make({ name: "retype-task", description: "Task changed.", covers: ["Task.title"] })])
+        const changedCatalog = new View(migrated, view.rules)
         assert.strictEqual(reason(yield* changesOnce(db, carol, cursor, everything, changedCatalog)), "catalog_changed")
         assert.strictEqual(reason(yield* changesOnce(db, carol, cursor)), "none")
         const counted = yield* Metric.value(Metric.tagged(SyncMetrics.resnapshots, "reason", "cursor_mismatch"))

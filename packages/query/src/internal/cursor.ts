@@ -15,6 +15,8 @@ const PURPOSE = "query"
 
 export interface CursorBinding {
   readonly catalogToken: string
+  /** Whether a cursor issued under another token may continue: the query's definitions are unchanged for it. */
+  readonly admits?: (token: string) => boolean
   readonly principal: Principal
   readonly database: string
   readonly fingerprint: () => string
@@ -62,7 +64,7 @@ export const open = (
     return Effect.fail(invalid("this is not a cursor this service issued; start again without page.after."))
   }
   const payload = opened.value
-  if (payload.t !== binding.catalogToken) {
+  if (payload.t !== binding.catalogToken && !(binding.admits?.(payload.t) ?? false)) {
     return Effect.fail(
       new CatalogChanged({
         message: "/query/page/after: the cursor was issued under an earlier catalog; call describe, then start again without page.after.",

@@ -106,9 +106,16 @@ export const resolveScope = (
     }
     if (issues.length > 0) return Effect.fail(new InvalidQuery({ message: "The sync scope is not valid.", issues }))
     const scopeDigest = digest({ v: 1, scope })
+    // The fields the principal may NOT see: revealing or hiding one changes it (the replica's
+    // records would be wrong), while a field the catalog adds (stored rows hold no value for it)
+    // leaves it as it was, so an additive catalog change keeps cursors.
     const accessDigest = digest({
-      v: 1,
-      entries: entries.map((e) => ({ entity: e.entity.name, rows: e.rowScope, fields: e.fields.map((f) => f.name) }))
+      v: 2,
+      entries: entries.map((e) => ({
+        entity: e.entity.name,
+        rows: e.rowScope,
+        hidden: e.entity.fields.filter((f) => !e.fields.includes(f)).map((f) => f.name)
+      }))
     })
     return Effect.succeed({ entries, byEntity: new Map(entries.map((e) => [e.entity.name, e])), scopeDigest, accessDigest })
   })
