@@ -20,6 +20,7 @@ import { DevAuthServer } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
+import { ObjectRoutes } from "@cairn/server/ObjectRoutes"
 import { Layer } from "effect"
 
 /** The engine every route calls, with the operator's budgets. */
@@ -28,7 +29,7 @@ export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 /** Needs `Settings`; everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpRoutesLive, TestHookRoutes)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, ObjectRoutes, McpRoutesLive, TestHookRoutes)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)

@@ -28,6 +28,8 @@ export interface CompiledField {
   readonly indexed: boolean
   readonly trait?: string
   readonly operators: ReadonlyArray<string>
+  /** A file reference (`File.File`), stored as JSON text: filters take only `isNull`. */
+  readonly file?: true
 }
 
 export interface CompiledRelationship {
@@ -266,7 +268,10 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
           jsonSchema: tryJsonSchema(schema) ?? {},
           indexed: indexed.has(name),
           ...(traitOf.has(name) ? { trait: traitOf.get(name)! } : {}),
-          operators: operatorsFor(stored.column, stored.nullable, stored.literals !== undefined)
+          operators: stored.file
+            ? stored.nullable ? ["isNull"] : []
+            : operatorsFor(stored.column, stored.nullable, stored.literals !== undefined),
+          ...(stored.file ? { file: true as const } : {})
         }
         fields.push(field)
       }

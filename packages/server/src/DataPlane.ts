@@ -29,6 +29,7 @@ import { Cause, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
+import { Objects } from "./Objects.js"
 import { type EngineError, InsufficientScope, internalFailure, scrubDefects, Unavailable } from "./Refusal.js"
 
 /** The engine's verbs, by name (logs and metrics). */
@@ -52,6 +53,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const queryLimits = yield* QueryLimits
     const describeLimits = yield* DescribeLimits
     const sealer = yield* Sealer
+    const objects = yield* Objects
 
     const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       effect.pipe(
@@ -132,7 +134,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
-        return yield* mutate({ view, principal, request, database })
+        return yield* mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
       }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate"))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
@@ -167,7 +169,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       changes: changesVerb
     } as const
   }),
-  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default]
+  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default, Objects.Default]
 }) {}
 
 /** The engine's verbs, for code that takes them as a value. */

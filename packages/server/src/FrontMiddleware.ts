@@ -70,7 +70,9 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
 
           const answer = Effect.gen(function* () {
             const length = declaredLength(request)
-            if (length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+            // An object upload streams to storage under the object limits (see `ObjectRoutes`), never into memory.
+            const streamed = request.method === "POST" && request.url.split("?")[0] === "/db/objects"
+            if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
             const outcome = yield* httpEffect.pipe(
               Effect.provideService(Correlation, correlation),
               HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),

@@ -1,0 +1,290 @@
+// Object storage end to end, through the server exactly as `npm start` assembles it
+// (the `files` fixture: projects, members, attachments with a `File` field):
+// - upload → attach in an operation → query (metadata + url) → download, Range, ETag;
+// - another org's file, a hidden record's file and a nonexistent file answer alike;
+// - removing a membership revokes downloads and signed links at once;
+// - size, content-type and quota limits; handles are single-database;
+// - replaced, deleted and never-attached objects are collected; kept ones are not.
+import { createHash } from "node:crypto"
+import { existsSync } from "node:fs"
+import { join } from "node:path"
+import { assert, describe, it } from "@effect/vitest"
+import { Digest } from "@cairn/catalog"
+import { filesDeployment } from "@cairn/testkit/fixture/files"
+import { rpc, sync } from "@cairn/testkit/Wire"
+import { Effect } from "effect"
+import { newInvocationId } from "@cairn/client/InvocationId"
+import { type Running, startApp } from "./support/app.js"
+
+const op = (entity: string, name: string) => ({ kind: "operation", owner: { kind: "entity", name: entity }, name })
+
+interface Http {
+  readonly status: number
+  readonly headers: Headers
+  readonly body: Buffer
+  readonly text: string
+  readonly json: any
+}
+
+const http = (url: string, init: RequestInit = {}) =>
+  Effect.promise(async (): Promise<Http> => {
+    const response = await fetch(url, init)
+    const body = Buffer.from(await response.arrayBuffer())
+    const text = body.toString("utf8")
+    let json: any
+    try {
+      json = JSON.parse(text)
+    } catch {
+      json = undefined
+    }
+    return { status: response.status, headers: response.headers, body, text, json }
+  })
+
+const upload = (app: Running, token: string, bytes: Uint8Array, options: { type?: string; name?: string } = {}) =>
+  http(`${app.base}/db/objects`, {
+    method: "POST",
+    headers: {
+      authorization: `Bearer ${token}`,
+      "content-type": options.type ?? "text/plain",
+      ...(options.name !== undefined ? { "x-file-name": encodeURIComponent(options.name) } : {})
+    },
+    body: bytes as unknown as BodyInit
+  })
+
+const download = (app: Running, token: string | undefined, path: string, headers: Record<string, string> = {}) =>
+  http(`${app.base}${path}`, { headers: { ...(token ? { authorization: `Bearer ${token}` } : {}), ...headers } })
+
+const mutate = (app: Running, token: string, entity: string, name: string, input: unknown, target?: string) =>
+  rpc(app, token, "Mutate", {
+    operation: op(entity, name),
+    ...(target ? { target: { kind: "entity", entity, id: target } } : {}),
+    input,
+    invocationId: newInvocationId()
+  })
+
+const created = (app: Running, token: string, entity: string, name: string, input: unknown) =>
+  Effect.map(mutate(app, token, entity, name, input), (answer) => {
+    assert.strictEqual(answer.status, 200, answer.text)
+    assert.isDefined(answer.value, answer.text)
+    return answer.value.output.id as string
+  })
+
+const attachments = (app: Running, token: string) =>
+  Effect.map(
+    rpc(app, token, "Query", {
+      query: { version: 1, from: { kind: "entity", name: "Attachment" }, select: { id: { path: ["id"] }, file: { path: ["file"] } }, page: { first: 50 } }
+    }),
+    (answer) => {
+      assert.isDefined(answer.value, answer.text)
+      return answer.value.rows as Array<{ id: string; file: any }>
+    }
+  )
+
+/** The refusal without the one thing that must differ per request: its correlation id. */
+const comparable = (answer: Http) => ({
+  status: answer.status,
+  body: answer.text.replace(/"requestId":"[^"]*"/, ""),
+  type: answer.headers.get("content-type"),
+  etag: answer.headers.get("etag"),
+  disposition: answer.headers.get("content-disposition")
+})
+
+const blobPath = (app: Running, org: string, sha256: string) =>
+  join(app.dataDir, "objects", Digest.databaseId(`\u0000orgs\u0000${org}`), sha256)
+
+describe("object storage", () => {
+  it.scopedLive("upload, attach, query, download: metadata in the record, bytes on request, Range and ETag", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Launch" })
+
+      const bytes = Buffer.from("Hello, stored world! 0123456789")
+      const name = 'plan "final"; ünïcode %41 (1).txt'
+      const uploaded = yield* upload(app, alice, bytes, { name, type: "text/plain; charset=utf-8" })
+      assert.strictEqual(uploaded.status, 201, uploaded.text)
+      const { handle, sha256, size, objectId } = uploaded.json
+      assert.strictEqual(size, bytes.length)
+      assert.strictEqual(sha256, createHash("sha256").update(bytes).digest("hex"))
+      assert.isTrue(existsSync(blobPath(app, "acme", sha256)))
+
+      const attachmentId = yield* created(app, alice, "Attachment", "add", { projectId: project, file: handle, caption: "plan" })
+      const [row] = yield* attachments(app, alice)
+      assert.strictEqual(row!.id, attachmentId)
+      assert.deepStrictEqual(row!.file, {
+        objectId,
+        sha256,
+        size: bytes.length,
+        contentType: "text/plain",
+        name,
+        url: `/db/objects/${objectId}`
+      })
+
+      // The metadata travels with sync too.
+      const snapshot = yield* sync(app, alice, "SyncSnapshot", { scope: { entities: [{ from: { kind: "entity", name: "Attachment" } }] } })
+      assert.include(snapshot.text, sha256)
+
+      // describe shows the file field.
+      const described = yield* rpc(app, alice, "Describe", { inspect: [{ kind: "entity", name: "Attachment" }] })
+      assert.include(described.text, "sha256")
+
+      const got = yield* download(app, alice, row!.file.url)
+      assert.strictEqual(got.status, 200)
+      assert.isTrue(got.body.equals(bytes))
+      assert.strictEqual(got.headers.get("etag"), `"${sha256}"`)
+      assert.strictEqual(got.headers.get("x-content-type-options"), "nosniff")
+      assert.strictEqual(got.headers.get("content-type"), "text/plain")
+      const disposition = got.headers.get("content-disposition")!
+      // The ASCII fallback holds no quote, backslash or non-ASCII character; the exact name is RFC 8187-encoded.
+      assert.match(disposition, /^attachment; filename="[\x20\x21\x23-\x5b\x5d-\x7e]*"; filename\*=UTF-8''[A-Za-z0-9%!._~-]+$/)
+      assert.strictEqual(decodeURIComponent(disposition.split("UTF-8''")[1]!), name)
+
+      const ranged = yield* download(app, alice, row!.file.url, { range: "bytes=7-12" })
+      assert.strictEqual(ranged.status, 206)
+      assert.strictEqual(ranged.text, "stored")
+      assert.strictEqual(ranged.headers.get("content-range"), `bytes 7-12/${bytes.length}`)
+      const suffix = yield* download(app, alice, row!.file.url, { range: "bytes=-4" })
+      assert.strictEqual(suffix.text, "6789")
+      const outside = yield* download(app, alice, row!.file.url, { range: `bytes=${bytes.length}-` })
+      assert.strictEqual(outside.status, 416)
+      const cached = yield* download(app, alice, row!.file.url, { "if-none-match": `"${sha256}"` })
+      assert.strictEqual(cached.status, 304)
+
+      // Content-addressed within the database: the same bytes again are stored once, under a new object id.
+      const again = yield* upload(app, alice, bytes)
+      assert.strictEqual(again.json.sha256, sha256)
+      assert.notStrictEqual(again.json.objectId, objectId)
+
+      // No token, no file.
+      const anonymous = yield* download(app, undefined, row!.file.url)
+      assert.strictEqual(anonymous.status, 401)
+    })
+  )
+
+  it.scopedLive("another org's file, a hidden record's file and a nonexistent file answer alike; revocation is immediate", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const admin = yield* app.token({ sub: "root", org: "acme", roles: ["admin"] })
+      const carol = yield* app.token({ sub: "carol", org: "acme" })
+      const dave = yield* app.token({ sub: "dave", org: "acme" })
+      const bob = yield* app.token({ sub: "bob", org: "globex", roles: ["admin"] })
+
+      const project = yield* created(app, alice, "Project", "create", { name: "Secret" })
+      const uploaded = yield* upload(app, alice, Buffer.from("top secret"))
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
+      const url = `/db/objects/${uploaded.json.objectId}`
+
+      // Bob's org holds the same bytes in its own record: still not alice's object id.
+      const bobProject = yield* created(app, bob, "Project", "create", { name: "Other" })
+      const bobUpload = yield* upload(app, bob, Buffer.from("top secret"))
+      yield* created(app, bob, "Attachment", "add", { projectId: bobProject, file: bobUpload.json.handle })
+
+      const otherOrg = yield* download(app, bob, url)
+      const hidden = yield* download(app, carol, url)
+      const missing = yield* download(app, carol, `/db/objects/${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}`)
+      const garbage = yield* download(app, carol, `/db/objects/..%2F..%2Fregistry.sqlite`)
+      assert.strictEqual(otherOrg.status, 404)
+      assert.deepStrictEqual(comparable(hidden), comparable(otherOrg))
+      assert.deepStrictEqual(comparable(missing), comparable(otherOrg))
+      assert.deepStrictEqual(comparable(garbage), comparable(otherOrg))
+      // Signed links cannot be had for what one cannot see either.
+      const noLink = yield* http(`${app.base}${url}/link`, { method: "POST", headers: { authorization: `Bearer ${carol}` } })
+      assert.deepStrictEqual(comparable(noLink), comparable(otherOrg))
+
+      // An upload handle works in its own database only.
+      const borrowed = yield* mutate(app, bob, "Attachment", "add", { projectId: bobProject, file: uploaded.json.handle })
+      assert.strictEqual(borrowed.error?.code, "invalid_input")
+      const forged = yield* mutate(app, bob, "Attachment", "add", { projectId: bobProject, file: "not-a-handle" })
+      assert.deepStrictEqual(forged.error, borrowed.error)
+
+      // Dave becomes a viewer: he can download, and get a signed link that works without a token.
+      const membership = yield* created(app, admin, "Member", "add", { projectId: project, subject: "dave", role: "viewer" })
+      assert.strictEqual((yield* download(app, dave, url)).text, "top secret")
+      const linked = yield* http(`${app.base}${url}/link`, { method: "POST", headers: { authorization: `Bearer ${dave}` } })
+      assert.strictEqual(linked.status, 200, linked.text)
+      const signed = linked.json.url as string
+      const viaLink = yield* download(app, undefined, signed)
+      assert.strictEqual(viaLink.status, 200)
+      assert.strictEqual(viaLink.text, "top secret")
+      // A link is for its own object only, and cannot be altered.
+      const tampered = yield* download(app, undefined, signed.slice(0, -3) + (signed.endsWith("A") ? "BBB" : "AAA"))
+      assert.deepStrictEqual(comparable(tampered), comparable(otherOrg))
+      const moved = yield* download(app, undefined, signed.replace(uploaded.json.objectId, bobUpload.json.objectId))
+      assert.deepStrictEqual(comparable(moved), comparable(otherOrg))
+
+      // Removing the membership revokes both at once.
+      const removed = yield* mutate(app, admin, "Member", "remove", {}, membership)
+      assert.isDefined(removed.value, removed.text)
+      assert.deepStrictEqual(comparable(yield* download(app, dave, url)), comparable(otherOrg))
+      assert.deepStrictEqual(comparable(yield* download(app, undefined, signed)), comparable(otherOrg))
+      // Alice still can.
+      assert.strictEqual((yield* download(app, alice, url)).status, 200)
+    })
+  )
+
+  it.scopedLive("limits: object size, content types and the database's quota", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({
+        deployment: filesDeployment,
+        env: { CAIRN_OBJECT_MAX_BYTES: "1000", CAIRN_OBJECT_QUOTA_BYTES: "1500", CAIRN_OBJECT_CONTENT_TYPES: "text/plain, image/*" }
+      })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const reader = yield* app.token({ sub: "alice", org: "acme", scope: "db:read" })
+
+      const tooBig = yield* upload(app, alice, Buffer.alloc(1001, 1))
+      assert.strictEqual(tooBig.status, 413)
+      assert.strictEqual(tooBig.json.error, "payload_too_large")
+      const script = yield* upload(app, alice, Buffer.from("#!/bin/sh"), { type: "text/html" })
+      assert.strictEqual(script.status, 415)
+      assert.strictEqual((yield* upload(app, alice, Buffer.alloc(10, 1), { type: "image/png" })).status, 201)
+      const noScope = yield* upload(app, reader, Buffer.alloc(10, 1))
+      assert.strictEqual(noScope.status, 403)
+      const badName = yield* upload(app, alice, Buffer.alloc(10, 1), { name: "a/../b" })
+      assert.strictEqual(badName.status, 400)
+
+      assert.strictEqual((yield* upload(app, alice, Buffer.alloc(1000, 2))).status, 201)
+      const overQuota = yield* upload(app, alice, Buffer.alloc(1000, 3))
+      assert.strictEqual(overQuota.status, 413)
+      assert.include(overQuota.json.message, "quota")
+      // Another org has its own quota.
+      const bob = yield* app.token({ sub: "bob", org: "globex" })
+      assert.strictEqual((yield* upload(app, bob, Buffer.alloc(1000, 3))).status, 201)
+    })
+  )
+
+  it.scopedLive("replaced, deleted and never-attached objects are collected; referenced ones are kept", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({
+        deployment: filesDeployment,
+        env: { CAIRN_OBJECT_RETENTION: "0 millis", CAIRN_OBJECT_UPLOAD_TTL: "3 seconds", CAIRN_OBJECT_COLLECT_EVERY: "200 millis" }
+      })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Churn" })
+      const first = yield* upload(app, alice, Buffer.from("first version"))
+      const second = yield* upload(app, alice, Buffer.from("second version"))
+      const kept = yield* upload(app, alice, Buffer.from("kept"))
+      const stray = yield* upload(app, alice, Buffer.from("never attached"))
+      const doomed = yield* upload(app, alice, Buffer.from("deleted with its record"))
+
+      const replaced = yield* created(app, alice, "Attachment", "add", { projectId: project, file: first.json.handle })
+      assert.isDefined((yield* mutate(app, alice, "Attachment", "replace", { file: second.json.handle }, replaced)).value)
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: kept.json.handle })
+      const deleted = yield* created(app, alice, "Attachment", "add", { projectId: project, file: doomed.json.handle })
+      assert.isDefined((yield* mutate(app, alice, "Attachment", "remove", {}, deleted)).value)
+
+      const gone = [first, stray, doomed].map((u) => blobPath(app, "acme", u.json.sha256))
+      // Polls the collector (every 200 ms); the test's own timeout bounds the wait.
+      while (gone.some(existsSync)) yield* Effect.sleep("100 millis")
+      assert.isTrue(existsSync(blobPath(app, "acme", second.json.sha256)))
+      assert.isTrue(existsSync(blobPath(app, "acme", kept.json.sha256)))
+      const rows = yield* attachments(app, alice)
+      assert.strictEqual(rows.length, 2)
+      for (const row of rows) assert.strictEqual((yield* download(app, alice, row.file.url)).status, 200)
+      // An expired handle attaches nothing.
+      const expired = yield* mutate(app, alice, "Attachment", "add", { projectId: project, file: stray.json.handle })
+      assert.strictEqual(expired.error?.code, "invalid_input")
+    }),
+    30_000
+  )
+})
