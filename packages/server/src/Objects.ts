@@ -15,13 +15,15 @@ import { DatabaseKey } from "@cairn/domain/Ids"
 import { Principal } from "@cairn/domain/Principal"
 import { InvalidInput } from "@cairn/domain/PublicError"
 import { scopeSql } from "@cairn/query/ScopeSql"
-import { type Database, databaseId, Databases } from "@cairn/store/Databases"
+import { type Database, Databases } from "@cairn/store/Databases"
+import { referencedObjects } from "@cairn/store/ObjectReferences"
 import { type Blob, ObjectStore, type ObjectStoreError, type Range, TooLarge } from "@cairn/store/ObjectStore"
 import { Clock, Data, Duration, Effect, Metric, Option, Schedule, Schema, type Stream } from "effect"
 import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
 import { ObjectLimits } from "./ObjectLimits.js"
 import { ObjectStoreLive } from "./ObjectStoreLive.js"
+import { Settings } from "./Settings.js"
 
 /** What an upload, a download or a link request is refused with: an HTTP status, a front error code and public words. */
 export class FileRefusal extends Data.TaggedError("FileRefusal")<{
@@ -114,13 +116,12 @@ export const parseRange = (header: string | undefined, size: number): Range | un
 
 export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", {
   scoped: Effect.gen(function* () {
-    const { policy } = yield* Deployment
+    const { catalog, policy } = yield* Deployment
     const databases = yield* Databases
     const store = yield* ObjectStore
     const sealer = yield* Sealer
     const limits = yield* ObjectLimits
-    /** Databases that stored objects since startup: those the collector visits. */
-    const active = new Map<string, DatabaseKey>()
+    const { dataDir } = yield* Settings
 
     const fault = (error: unknown) =>
       Effect.zipRight(
@@ -149,7 +150,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     const usedBytes = (id: string) => Effect.map(store.list(id), (blobs) => blobs.reduce((n, b) => n + b.size, 0))
 
     const upload = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileRefusal> =>
-      Effect.gen(function* () {
+      Effect.scoped(Effect.gen(function* () {
         yield* needScope(principal, writeScope)
         const contentType = (request.contentType ?? "application/octet-stream").split(";")[0]!.trim().toLowerCase()
         if (!acceptsType(contentType)) {
@@ -167,7 +168,8 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             message: "The file name must be 1 to 255 characters, without control characters or slashes."
           })
         }
-        const id = databaseId(principal.databaseKey)
+        // The database exists before any of its objects: collection reads references from its file.
+        const id = (yield* open(principal)).id
         const used = yield* Effect.catchAll(usedBytes(id), fault)
         const room = Math.min(limits.maxObjectBytes, limits.quotaBytes - used)
         const tooLarge = (limit: number) =>
@@ -190,14 +192,13 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
                 : Effect.fail(new FileRefusal({ status: 400, error: "invalid_request", message: "The upload was cut off before its end." }))
           )
         )
-        active.set(id, principal.databaseKey)
         yield* Metric.set(Metric.tagged(storedBytes, "database", id), used + blob.size)
         const now = yield* Clock.currentTimeMillis
         const expires = now + Duration.toMillis(limits.uploadTtl)
         const objectId = randomUUID()
         const handle = sealer.seal("upload", UploadHandle, { d: id, o: objectId, h: blob.sha256, n: blob.size, t: contentType, f: name, e: expires })
         return { handle, objectId, sha256: blob.sha256, size: blob.size, contentType, name, expiresAt: new Date(expires).toISOString() }
-      }).pipe(
+      })).pipe(
         Effect.tapBoth({
           onFailure: (refusal) => Metric.increment(Metric.tagged(uploads, "outcome", refusal.error)),
           onSuccess: () => Metric.increment(Metric.tagged(uploads, "outcome", "ok"))
@@ -306,53 +307,42 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     /**
      * Removes the objects of one database no record references: those unreferenced for
      * longer than the retention window past an upload handle's life. A referenced blob's
-     * clock is restarted on every pass, so the window counts from its release.
+     * clock is restarted on every pass, so the window counts from its release. Nothing is
+     * removed when the references cannot be read (or the database file is missing).
      */
-    const collect = (databaseKey: DatabaseKey): Effect.Effect<number> =>
-      Effect.scoped(
-        Effect.gen(function* () {
-          const database = yield* databases.activate(databaseKey)
-          const sql = database.reader
-          const referenced = new Set<string>()
-          for (const entity of database.catalog.entities) {
-            for (const field of entity.fields) {
-              if (!field.file) continue
-              const rows = yield* sql<{ s: string }>`SELECT json_extract(${sql(field.name)}, '$.sha256') AS s FROM ${sql(entity.name)} WHERE ${sql(
-                field.name
-              )} IS NOT NULL`
-              for (const row of rows) referenced.add(row.s)
-            }
-          }
-          const now = yield* Clock.currentTimeMillis
-          const keep = Duration.toMillis(limits.uploadTtl) + Duration.toMillis(limits.retention)
-          let removed = 0
-          let bytes = 0
-          for (const blob of yield* store.list(database.id)) {
-            if (referenced.has(blob.sha256)) {
-              bytes += blob.size
-              yield* store.touch(database.id, blob.sha256)
-            } else if (now - blob.touchedAt > keep) {
-              yield* store.remove(database.id, blob.sha256)
-              removed++
-            } else bytes += blob.size
-          }
-          yield* Metric.set(Metric.tagged(storedBytes, "database", database.id), bytes)
-          return removed
-        })
-      ).pipe(
+    const collect = (id: string): Effect.Effect<number> =>
+      Effect.gen(function* () {
+        const referenced = yield* referencedObjects(dataDir, id, catalog)
+        if (Option.isNone(referenced)) return 0
+        const now = yield* Clock.currentTimeMillis
+        const keep = Duration.toMillis(limits.uploadTtl) + Duration.toMillis(limits.retention)
+        let removed = 0
+        let bytes = 0
+        for (const blob of yield* store.list(id)) {
+          if (referenced.value.has(blob.sha256)) {
+            bytes += blob.size
+            yield* store.touch(id, blob.sha256)
+          } else if (now - blob.touchedAt > keep) {
+            yield* store.remove(id, blob.sha256)
+            removed++
+          } else bytes += blob.size
+        }
+        yield* Metric.set(Metric.tagged(storedBytes, "database", id), bytes)
+        return removed
+      }).pipe(
         Effect.catchAllCause((cause) => Effect.as(Effect.zipRight(Metric.increment(storageFaults), Effect.logError("object collection failed", cause)), 0)),
         Effect.withSpan("Objects.collect")
       )
 
-    // The collector: every database that stored objects since startup, on the operator's schedule.
-    yield* Effect.forkScoped(
-      Effect.schedule(
-        Effect.suspend(() => Effect.forEach([...active.values()], collect, { discard: true })),
-        Schedule.spaced(limits.collectEvery)
-      )
+    /** One pass over every database with stored objects. */
+    const collectAll = Effect.flatMap(Effect.orElseSucceed(store.databases, () => []), (ids) => Effect.forEach(ids, collect)).pipe(
+      Effect.map((counts) => counts.reduce((a, b) => a + b, 0))
     )
 
-    return { upload, resolve, download, link, linkPrincipal, collect, inlineMaxBytes: limits.inlineMaxBytes } as const
+    // The collector, on the operator's schedule.
+    yield* Effect.forkScoped(Effect.schedule(collectAll, Schedule.spaced(limits.collectEvery)))
+
+    return { upload, resolve, download, link, linkPrincipal, collect: collectAll, inlineMaxBytes: limits.inlineMaxBytes } as const
   }),
   dependencies: [DatabasesLive, ObjectStoreLive, ObjectLimits.layerConfig]
 }) {}

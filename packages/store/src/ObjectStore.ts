@@ -46,6 +46,8 @@ export interface ObjectStoreShape {
   readonly read: (databaseId: string, sha256: string, range?: Range) => Stream.Stream<Uint8Array, ObjectStoreError>
   readonly list: (databaseId: string) => Effect.Effect<ReadonlyArray<Blob>, ObjectStoreError>
   readonly remove: (databaseId: string, sha256: string) => Effect.Effect<void, ObjectStoreError>
+  /** The databases that have an object area. */
+  readonly databases: Effect.Effect<ReadonlyArray<string>, ObjectStoreError>
   /** Restarts a blob's retention clock (`touchedAt`). */
   readonly touch: (databaseId: string, sha256: string) => Effect.Effect<void, ObjectStoreError>
 }
@@ -151,6 +153,14 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
         }
         return names.filter((n) => SHA256.test(n)).flatMap((n) => statOf(join(areaOf(databaseId), n)) ?? [])
       }),
+    databases: attempt(() => {
+      try {
+        return readdirSync(root).filter((n) => ID.test(n))
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code === "ENOENT") return []
+        throw error
+      }
+    }),
     touch: (databaseId, sha256) =>
       attempt(() => {
         const now = new Date()
