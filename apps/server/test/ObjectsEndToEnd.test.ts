@@ -12,6 +12,10 @@ import { assert, describe, it } from "@effect/vitest"
 import { Digest } from "@cairn/catalog"
 import { filesDeployment } from "@cairn/testkit/fixture/files"
 import { rpc, sync } from "@cairn/testkit/Wire"
+import { copyFileSync, mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { Deployment } from "@cairn/server/Deployment"
+import { Backup, Restore } from "@cairn/store"
 import { Effect } from "effect"
 import { newInvocationId } from "@cairn/client/InvocationId"
 import { type Running, startApp } from "./support/app.js"
@@ -286,5 +290,37 @@ describe("object storage", () => {
       assert.strictEqual(expired.error?.code, "invalid_input")
     }),
     30_000
+  )
+
+  it.scopedLive("backups include the objects: a database restored elsewhere serves its files", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Archive" })
+      const bytes = Buffer.from("kept in the backup")
+      const uploaded = yield* upload(app, alice, bytes)
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
+
+      // Online, while the server runs.
+      const databaseId = Digest.databaseId("\u0000orgs\u0000acme")
+      const backups = mkdtempSync(join(tmpdir(), "cairn-object-backups-"))
+      const deploymentId = yield* Backup.deploymentIdOf(app.dataDir)
+      yield* Backup.backupDatabase({ dataDir: app.dataDir, deploymentId, databaseId, to: backups })
+      assert.isTrue(existsSync(join(backups, "objects", databaseId, uploaded.json.sha256)))
+
+      // Elsewhere, for the same deployment (the data directory's identity goes with it).
+      const fresh = mkdtempSync(join(tmpdir(), "cairn-object-restored-"))
+      copyFileSync(join(app.dataDir, "deployment-id"), join(fresh, "deployment-id"))
+      const { operations } = yield* Effect.orDie(Deployment.make(filesDeployment))
+      yield* Restore.restore({ from: backups, dataDir: fresh, databaseId, deploymentId: yield* Backup.deploymentIdOf(fresh), catalog: operations.catalog })
+      assert.isTrue(existsSync(join(fresh, "objects", databaseId, uploaded.json.sha256)))
+
+      const restored = yield* startApp({ deployment: filesDeployment, dataDir: fresh })
+      const again = yield* restored.token({ sub: "alice", org: "acme" })
+      const [row] = yield* attachments(restored, again)
+      const got = yield* download(restored, again, row!.file.url)
+      assert.strictEqual(got.status, 200)
+      assert.isTrue(got.body.equals(bytes))
+    })
   )
 })
