@@ -9,6 +9,7 @@ import { closeSync, createReadStream, fsyncSync, mkdirSync, openSync, readdirSyn
 import { join } from "node:path"
 import { Context, Data, Effect, Layer, Option, Stream } from "effect"
 import { fsyncDirectory } from "./internal/files.js"
+import { relieve } from "./internal/pressure.js"
 import { StoreConfig } from "./StoreConfig.js"
 
 /** The stored bytes of one object. */
@@ -86,6 +87,7 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
             size + chunk.byteLength > limit
               ? Effect.fail(new TooLarge({ limit }))
               : attempt(() => {
+                  relieve(size, size + chunk.byteLength)
                   size += chunk.byteLength
                   hash.update(chunk)
                   let offset = 0
@@ -135,10 +137,13 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
       Stream.unwrap(
         attempt(() => blobPath(databaseId, sha256)).pipe(
           Effect.map((path) =>
-            Stream.fromAsyncIterable(
-              createReadStream(path, { highWaterMark: 256 * 1024, ...(range ? { start: range.start, end: range.end } : {}) }) as AsyncIterable<Uint8Array>,
-              (cause) => new ObjectStoreError({ cause })
-            )
+            Stream.suspend(() => {
+              let sent = 0
+              return Stream.fromAsyncIterable(
+                createReadStream(path, { highWaterMark: 256 * 1024, ...(range ? { start: range.start, end: range.end } : {}) }) as AsyncIterable<Uint8Array>,
+                (cause) => new ObjectStoreError({ cause })
+              ).pipe(Stream.tap((chunk) => Effect.sync(() => relieve(sent, (sent += chunk.byteLength)))))
+            })
           )
         )
       ),

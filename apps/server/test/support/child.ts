@@ -25,11 +25,12 @@ export const launchChild = async (
   entry: string,
   dataDir: string,
   env: Readonly<Record<string, string>> = {},
-  reuse?: Pick<Child, "port" | "issuer">
+  reuse?: Pick<Child, "port" | "issuer">,
+  nodeArgs: ReadonlyArray<string> = []
 ): Promise<Child> => {
   const port = reuse?.port ?? (await freePort())
   const issuer = reuse?.issuer ?? `http://127.0.0.1:${await freePort()}`
-  const child = spawn(process.execPath, ["--import", "tsx", entry], {
+  const child = spawn(process.execPath, [...nodeArgs, "--import", "tsx", entry], {
     cwd: root,
     env: { ...process.env, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_STAGE: "test", CAIRN_DEV_ISSUER_URL: issuer, ...env },
     stdio: ["ignore", "pipe", "pipe"]
