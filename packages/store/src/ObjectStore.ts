@@ -83,16 +83,23 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
         Effect.gen(function* () {
           const hash = createHash("sha256")
           let size = 0
-          yield* Stream.runForEach(body, (chunk): Effect.Effect<void, TooLarge | ObjectStoreError> =>
-            size + chunk.byteLength > limit
-              ? Effect.fail(new TooLarge({ limit }))
-              : attempt(() => {
+          // Chunk by chunk as they arrive, a whole batch per step: nothing is held beyond one batch.
+          yield* Stream.runForEachChunk(body, (chunks): Effect.Effect<void, TooLarge | ObjectStoreError> =>
+            Effect.suspend((): Effect.Effect<void, TooLarge | ObjectStoreError> => {
+              for (const chunk of chunks) {
+                if (size + chunk.byteLength > limit) return Effect.fail(new TooLarge({ limit }))
+                try {
                   relieve(size, size + chunk.byteLength)
                   size += chunk.byteLength
                   hash.update(chunk)
                   let offset = 0
                   while (offset < chunk.byteLength) offset += writeSync(file.fd, chunk, offset, chunk.byteLength - offset)
-                })
+                } catch (cause) {
+                  return Effect.fail(new ObjectStoreError({ cause }))
+                }
+              }
+              return Effect.void
+            })
           )
           const sha256 = hash.digest("hex")
           return yield* attempt(() => {
