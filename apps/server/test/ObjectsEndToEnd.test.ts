@@ -323,4 +323,75 @@ describe("object storage", () => {
       assert.isTrue(got.body.equals(bytes))
     })
   )
+
+  it.scopedLive("resumable (TUS 1.0): an interrupted upload resumes from the offset the server kept, then attaches like any other", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const bob = yield* app.token({ sub: "bob", org: "globex" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Resumable" })
+      const bytes = Buffer.alloc(3 * 1024 * 1024)
+      for (let i = 0; i < bytes.length; i += 4) bytes.writeUInt32BE(i, i)
+      const tus = { "tus-resumable": "1.0.0" }
+      const b64 = (s: string) => Buffer.from(s).toString("base64")
+
+      const creation = yield* http(`${app.base}/db/objects/resumable`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${alice}`, ...tus, "upload-length": String(bytes.length), "upload-metadata": `filename ${b64("big.bin")},filetype ${b64("application/octet-stream")}` }
+      })
+      assert.strictEqual(creation.status, 201, creation.text)
+      const location = creation.headers.get("location")!
+      assert.match(location, /^\/db\/objects\/resumable\/[0-9a-f]+$/)
+      const head = (token: string) => http(`${app.base}${location}`, { method: "HEAD", headers: { authorization: `Bearer ${token}`, ...tus } })
+
+      // The first PATCH dies half way: its connection is cut after 1 MiB.
+      const cut = 1024 * 1024
+      yield* Effect.promise(async () => {
+        let sent = false
+        const body = new ReadableStream<Uint8Array>({
+          async pull(controller) {
+            if (!sent) {
+              sent = true
+              controller.enqueue(bytes.subarray(0, cut))
+              return
+            }
+            await new Promise((resolve) => setTimeout(resolve, 500))
+            controller.error(new Error("connection lost"))
+          }
+        })
+        await fetch(`${app.base}${location}`, {
+          method: "PATCH",
+          headers: { authorization: `Bearer ${alice}`, ...tus, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+          body,
+          duplex: "half"
+        } as RequestInit).then((r) => r.text()).catch(() => undefined)
+      })
+      let offset = -1
+      for (;;) {
+        const probe = yield* head(alice)
+        if (probe.status === 200) {
+          offset = Number(probe.headers.get("upload-offset"))
+          break
+        }
+        yield* Effect.sleep("50 millis")
+      }
+      assert.isAbove(offset, 0)
+      assert.isAtMost(offset, cut)
+      // Another database cannot even see the partial upload.
+      assert.strictEqual((yield* head(bob)).status, 404)
+
+      const finish = yield* http(`${app.base}${location}`, {
+        method: "PATCH",
+        headers: { authorization: `Bearer ${alice}`, ...tus, "upload-offset": String(offset), "content-type": "application/offset+octet-stream" },
+        body: bytes.subarray(offset) as unknown as BodyInit
+      })
+      assert.strictEqual(finish.status, 200, finish.text)
+      assert.strictEqual(finish.json.sha256, createHash("sha256").update(bytes).digest("hex"))
+      assert.strictEqual(finish.json.name, "big.bin")
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: finish.json.handle })
+      const [row] = yield* attachments(app, alice)
+      const got = yield* download(app, alice, row!.file.url)
+      assert.isTrue(got.body.equals(bytes))
+    })
+  )
 })

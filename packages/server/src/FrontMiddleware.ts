@@ -71,7 +71,9 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
           const answer = Effect.gen(function* () {
             const length = declaredLength(request)
             // An object upload streams to storage under the object limits (see `ObjectRoutes`), never into memory.
-            const streamed = request.method === "POST" && request.url.split("?")[0] === "/db/objects"
+            const path = request.url.split("?")[0]!
+            const streamed =
+              (request.method === "POST" && path === "/db/objects") || (request.method === "PATCH" && path.startsWith("/db/objects/resumable/"))
             if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
             const outcome = yield* httpEffect.pipe(
               Effect.provideService(Correlation, correlation),

@@ -10,11 +10,15 @@
 import { HttpLayerRouter, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { type AccessScope } from "@cairn/domain/AccessScope"
 import { type Principal } from "@cairn/domain/Principal"
-import { Effect, Layer, Option } from "effect"
+import { writeScope } from "@cairn/domain/AccessScope"
+import { databaseId } from "@cairn/store/Databases"
+import { Effect, Layer, Option, Schedule } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
 import { frontError } from "./internal/frontError.js"
-import { type FileRefusal, Objects } from "./Objects.js"
+import { type FileRefusal, FileRefusal as FileRefusalError, Objects } from "./Objects.js"
+import { makeResumable, resumablePath } from "./ResumableUploads.js"
+import { Settings } from "./Settings.js"
 import { InsufficientScope } from "./Refusal.js"
 
 export const objectsPath = "/db/objects"
@@ -39,6 +43,10 @@ const routes = Effect.gen(function* () {
   const gate = yield* BearerGate
   const objects = yield* Objects
   const router = yield* HttpLayerRouter.HttpRouter
+  const { dataDir } = yield* Settings
+  const resumable = makeResumable({ dataDir, limits: objects.limits, objects, runtime: yield* Effect.runtime<never>() })
+  // Expired partial uploads go on the collector's schedule.
+  yield* Effect.forkScoped(Effect.schedule(resumable.expire, Schedule.spaced(objects.limits.collectEvery)))
 
   const refuse = (principal: Principal, refusal: FileRefusal) =>
     Effect.gen(function* () {
@@ -128,6 +136,19 @@ const routes = Effect.gen(function* () {
       )(request)
     )
 
+  const tus = gated((principal, request) =>
+    Effect.gen(function* () {
+      if (!principal.scopes.includes(writeScope)) {
+        return yield* new FileRefusalError({ status: 403, error: "insufficient_scope", scope: writeScope, message: `This call needs the ${writeScope} scope, which the access token does not carry.` })
+      }
+      const web = yield* Effect.orElseFail(HttpServerRequest.toWeb(request), () => new FileRefusalError({ status: 400, error: "invalid_request", message: "The request could not be read." }))
+      const answer = yield* Effect.promise(() => resumable.handle(principal, databaseId(principal.databaseKey), web))
+      return HttpServerResponse.fromWeb(answer)
+    }).pipe(HttpServerRequest.withMaxBodySize(Option.none()))
+  )
+
+  yield* router.add("*", resumablePath, tus)
+  yield* router.add("*", `${resumablePath}/:uploadId`, tus)
   yield* router.add("POST", objectsPath, upload)
   yield* router.add("OPTIONS", objectsPath, upload)
   yield* router.add("GET", `${objectsPath}/:objectId`, get)

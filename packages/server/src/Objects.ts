@@ -342,7 +342,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     // The collector, on the operator's schedule.
     yield* Effect.forkScoped(Effect.schedule(collectAll, Schedule.spaced(limits.collectEvery)))
 
-    return { upload, resolve, download, link, linkPrincipal, collect: collectAll, inlineMaxBytes: limits.inlineMaxBytes } as const
+    return { upload, resolve, download, link, linkPrincipal, collect: collectAll, limits } as const
   }),
   dependencies: [DatabasesLive, ObjectStoreLive, ObjectLimits.layerConfig]
 }) {}
