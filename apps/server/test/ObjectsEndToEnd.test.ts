@@ -11,7 +11,7 @@ import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Digest } from "@cairn/catalog"
 import { filesDeployment } from "@cairn/testkit/fixture/files"
-import { rpc, sync } from "@cairn/testkit/Wire"
+import { mcp, rpc, sync } from "@cairn/testkit/Wire"
 import { copyFileSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { Deployment } from "@cairn/server/Deployment"
@@ -392,6 +392,49 @@ describe("object storage", () => {
       const [row] = yield* attachments(app, alice)
       const got = yield* download(app, alice, row!.file.url)
       assert.isTrue(got.body.equals(bytes))
+    })
+  )
+
+  it.scopedLive("MCP: describe shows file fields, mutate attaches a small file inline, query answers its metadata and url", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment, env: { CAIRN_OBJECT_INLINE_MAX_BYTES: "1000" } })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const described = yield* mcp(app, agent, "describe", { inspect: [{ kind: "entity", name: "Attachment" }, op("Attachment", "add")] })
+      assert.include(described.text, "sha256")
+      assert.include(described.text, "base64")
+
+      const projectAnswer = yield* mcp(app, agent, "mutate", { operation: op("Project", "create"), input: { name: "Agents" }, invocationId: newInvocationId() })
+      const projectId = projectAnswer.value.output.id as string
+      const content = Buffer.from("notes an agent wrote")
+      const attached = yield* mcp(app, agent, "mutate", {
+        operation: op("Attachment", "add"),
+        input: { projectId, file: { name: "notes.txt", contentType: "text/plain", base64: content.toString("base64") } },
+        invocationId: newInvocationId()
+      })
+      assert.isUndefined(attached.error, attached.text)
+      const queried = yield* mcp(app, agent, "query", {
+        query: { version: 1, from: { kind: "entity", name: "Attachment" }, select: { file: { path: ["file"] } } }
+      })
+      const file = queried.value.rows[0].file
+      assert.strictEqual(file.sha256, createHash("sha256").update(content).digest("hex"))
+      assert.strictEqual(file.name, "notes.txt")
+      assert.strictEqual((yield* download(app, alice, file.url)).text, content.toString())
+
+      // Over the inline limit, or not base64: invalid_input, nothing attached.
+      const tooLarge = yield* mcp(app, agent, "mutate", {
+        operation: op("Attachment", "add"),
+        input: { projectId, file: { name: "big.bin", contentType: "application/octet-stream", base64: Buffer.alloc(1001).toString("base64") } },
+        invocationId: newInvocationId()
+      })
+      assert.strictEqual(tooLarge.error?.code, "invalid_input")
+      const notBase64 = yield* mcp(app, agent, "mutate", {
+        operation: op("Attachment", "add"),
+        input: { projectId, file: { name: "x.txt", contentType: "text/plain", base64: "not base64!" } },
+        invocationId: newInvocationId()
+      })
+      assert.strictEqual(notBase64.error?.code, "invalid_input")
+      assert.strictEqual((yield* attachments(app, alice)).length, 1)
     })
   )
 })

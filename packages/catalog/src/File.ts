@@ -30,16 +30,26 @@ export const File = FileRef.annotations({
     "A stored file: objectId, sha256, size (bytes), contentType, name; query results add url (GET it with the same bearer token)."
 })
 
+/** A small file given inline (e.g. by an agent through MCP): its bytes in base64, under the inline limit. */
+export const InlineFile = Schema.Struct({
+  name: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(255)),
+  contentType: Schema.String.pipe(Schema.minLength(3), Schema.maxLength(255)),
+  base64: Schema.String.pipe(Schema.maxLength(65_536))
+})
+export type InlineFile = typeof InlineFile.Type
+
 /**
- * An operation input naming an uploaded file by the handle `POST /db/objects` returned.
- * The handler sees the resolved `FileRef` (the engine resolves every handle before the
- * operation runs, inside the caller's database), so it can store it in a `File` field.
+ * An operation input naming a file: the upload handle `POST /db/objects` answered, or a
+ * small file inline. The handler sees the resolved `FileRef` (the engine resolves and
+ * stores it in the caller's database before the operation runs), so it can store it in a
+ * `File` field.
  */
-export const Upload: Schema.Schema<FileRef, string> = Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)).annotations({
-  [UploadAnnotationId]: true,
-  title: "Upload",
-  description: "An upload handle: the `handle` answered by POST /db/objects (valid for one hour, in your database only)."
-}) as unknown as Schema.Schema<FileRef, string>
+export const Upload: Schema.Schema<FileRef, string | InlineFile> = Schema.Union(
+  Schema.String.pipe(Schema.minLength(1), Schema.maxLength(4096)).annotations({
+    description: "An upload handle answered by POST /db/objects (valid for a limited time, in your database only)."
+  }),
+  InlineFile.annotations({ description: "A small file inline: name, contentType and its bytes in base64." })
+).annotations({ [UploadAnnotationId]: true, title: "Upload" }) as unknown as Schema.Schema<FileRef, string | InlineFile>
 
 const annotated = (ast: AST.AST, id: symbol): boolean => {
   let current: AST.AST = ast

@@ -32,7 +32,8 @@ export const defaultObjectLimits: ObjectLimitsShape = {
   linkTtl: Duration.minutes(5),
   retention: Duration.hours(24),
   collectEvery: Duration.minutes(10),
-  inlineMaxBytes: 256 * 1024
+  // Its base64 (4/3 larger) stays within the JSON string bound of a request.
+  inlineMaxBytes: 48 * 1024
 }
 
 const positive = (name: string, fallback: number) =>

@@ -18,7 +18,7 @@ import { scopeSql } from "@cairn/query/ScopeSql"
 import { type Database, Databases } from "@cairn/store/Databases"
 import { referencedObjects } from "@cairn/store/ObjectReferences"
 import { type Blob, ObjectStore, type ObjectStoreError, type Range, TooLarge } from "@cairn/store/ObjectStore"
-import { Clock, Data, Duration, Effect, Metric, Option, Schedule, Schema, type Stream } from "effect"
+import { Clock, Data, Duration, Effect, Metric, Option, Schedule, Schema, Stream } from "effect"
 import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
 import { ObjectLimits } from "./ObjectLimits.js"
@@ -149,9 +149,9 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
 
     const usedBytes = (id: string) => Effect.map(store.list(id), (blobs) => blobs.reduce((n, b) => n + b.size, 0))
 
-    const upload = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileRefusal> =>
-      Effect.scoped(Effect.gen(function* () {
-        yield* needScope(principal, writeScope)
+    /** Stores the bytes of `request` in database `id` under every limit: its file's metadata. */
+    const storeBytes = (id: string, request: UploadRequest) =>
+      Effect.gen(function* () {
         const contentType = (request.contentType ?? "application/octet-stream").split(";")[0]!.trim().toLowerCase()
         if (!acceptsType(contentType)) {
           return yield* new FileRefusal({
@@ -168,8 +168,6 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             message: "The file name must be 1 to 255 characters, without control characters or slashes."
           })
         }
-        // The database exists before any of its objects: collection reads references from its file.
-        const id = (yield* open(principal)).id
         const used = yield* Effect.catchAll(usedBytes(id), fault)
         const room = Math.min(limits.maxObjectBytes, limits.quotaBytes - used)
         const tooLarge = (limit: number) =>
@@ -193,6 +191,15 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
           )
         )
         yield* Metric.set(Metric.tagged(storedBytes, "database", id), used + blob.size)
+        return { blob, contentType, name }
+      })
+
+    const upload = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileRefusal> =>
+      Effect.scoped(Effect.gen(function* () {
+        yield* needScope(principal, writeScope)
+        // The database exists before any of its objects: collection reads references from its file.
+        const id = (yield* open(principal)).id
+        const { blob, contentType, name } = yield* storeBytes(id, request)
         const now = yield* Clock.currentTimeMillis
         const expires = now + Duration.toMillis(limits.uploadTtl)
         const objectId = randomUUID()
@@ -220,6 +227,27 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             message: `input.${field} is not an upload handle of your database that is still valid: upload the file again (POST /db/objects) and pass the new handle.`,
             issues: [{ path: `/input/${field}`, message: "is not a valid upload handle" }]
           })
+          if (typeof value === "object") {
+            // A small file inline: stored now, in this database, under the same limits as an upload.
+            const inline = value as File.InlineFile
+            const bytes = /^[A-Za-z0-9+/]*={0,2}$/.test(inline.base64) ? Buffer.from(inline.base64, "base64") : undefined
+            if (bytes === undefined || bytes.length > limits.inlineMaxBytes) {
+              return yield* new InvalidInput({
+                message: `input.${field}.base64 must be the file's bytes in base64, at most ${limits.inlineMaxBytes} bytes; upload larger files with POST /db/objects and pass the handle.`,
+                issues: [{ path: `/input/${field}/base64`, message: "is not base64 within the inline limit" }]
+              })
+            }
+            const stored = yield* storeBytes(database.id, { body: Stream.make(new Uint8Array(bytes)), contentType: inline.contentType, name: inline.name, declaredLength: bytes.length }).pipe(
+              Effect.catchAll((refusal) =>
+                refusal.status === 503
+                  ? Effect.die(refusal)
+                  : Effect.fail(new InvalidInput({ message: `input.${field}: ${refusal.message}`, issues: [{ path: `/input/${field}`, message: "is refused" }] }))
+              )
+            )
+            yield* Metric.increment(Metric.tagged(uploads, "outcome", "inline"))
+            resolved[field] = { objectId: randomUUID(), sha256: stored.blob.sha256, size: stored.blob.size, contentType: stored.contentType, name: stored.name } satisfies File.FileRef
+            continue
+          }
           const opened = typeof value === "string" ? sealer.open("upload", UploadHandle, value) : Option.none()
           if (Option.isNone(opened) || opened.value.d !== database.id || opened.value.e <= now) return yield* invalid
           const handle = opened.value
