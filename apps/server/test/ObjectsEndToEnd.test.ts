@@ -16,7 +16,8 @@ import { copyFileSync, mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { Deployment } from "@cairn/server/Deployment"
 import { Backup, Restore } from "@cairn/store"
-import { Effect } from "effect"
+import { Effect, type Scope } from "effect"
+import { type Backend, filesystem, s3 } from "./support/objectBackends.js"
 import { newInvocationId } from "@cairn/client/InvocationId"
 import { type Running, startApp } from "./support/app.js"
 
@@ -93,13 +94,20 @@ const comparable = (answer: Http) => ({
   disposition: answer.headers.get("content-disposition")
 })
 
-const blobPath = (app: Running, org: string, sha256: string) =>
-  join(app.dataDir, "objects", Digest.databaseId(`\u0000orgs\u0000${org}`), sha256)
 
-describe("object storage", () => {
+const acme = Digest.databaseId("\u0000orgs\u0000acme")
+
+const backends: ReadonlyArray<readonly [string, Effect.Effect<Backend, never, Scope.Scope>]> = [
+  ["filesystem", Effect.succeed(filesystem)],
+  ["s3 via s3rver", s3]
+]
+
+for (const [name, acquire] of backends) {
+describe(`object storage (${name})`, () => {
   it.scopedLive("upload, attach, query, download: metadata in the record, bytes on request, Range and ETag", () =>
     Effect.gen(function* () {
-      const app = yield* startApp({ deployment: filesDeployment })
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: backend.env })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const project = yield* created(app, alice, "Project", "create", { name: "Launch" })
 
@@ -110,7 +118,7 @@ describe("object storage", () => {
       const { handle, sha256, size, objectId } = uploaded.json
       assert.strictEqual(size, bytes.length)
       assert.strictEqual(sha256, createHash("sha256").update(bytes).digest("hex"))
-      assert.isTrue(existsSync(blobPath(app, "acme", sha256)))
+      assert.isTrue(yield* backend.exists(app.dataDir, acme, sha256))
 
       const attachmentId = yield* created(app, alice, "Attachment", "add", { projectId: project, file: handle, caption: "plan" })
       const [row] = yield* attachments(app, alice)
@@ -167,7 +175,8 @@ describe("object storage", () => {
 
   it.scopedLive("another org's file, a hidden record's file and a nonexistent file answer alike; revocation is immediate", () =>
     Effect.gen(function* () {
-      const app = yield* startApp({ deployment: filesDeployment })
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: backend.env })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const admin = yield* app.token({ sub: "root", org: "acme", roles: ["admin"] })
       const carol = yield* app.token({ sub: "carol", org: "acme" })
@@ -229,9 +238,10 @@ describe("object storage", () => {
 
   it.scopedLive("limits: object size, content types and the database's quota", () =>
     Effect.gen(function* () {
+      const backend = yield* acquire
       const app = yield* startApp({
         deployment: filesDeployment,
-        env: { CAIRN_OBJECT_MAX_BYTES: "1000", CAIRN_OBJECT_QUOTA_BYTES: "1500", CAIRN_OBJECT_CONTENT_TYPES: "text/plain, image/*" }
+        env: { ...backend.env, CAIRN_OBJECT_MAX_BYTES: "1000", CAIRN_OBJECT_QUOTA_BYTES: "1500", CAIRN_OBJECT_CONTENT_TYPES: "text/plain, image/*" }
       })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const reader = yield* app.token({ sub: "alice", org: "acme", scope: "db:read" })
@@ -259,9 +269,10 @@ describe("object storage", () => {
 
   it.scopedLive("replaced, deleted and never-attached objects are collected; referenced ones are kept", () =>
     Effect.gen(function* () {
+      const backend = yield* acquire
       const app = yield* startApp({
         deployment: filesDeployment,
-        env: { CAIRN_OBJECT_RETENTION: "0 millis", CAIRN_OBJECT_UPLOAD_TTL: "3 seconds", CAIRN_OBJECT_COLLECT_EVERY: "200 millis" }
+        env: { ...backend.env, CAIRN_OBJECT_RETENTION: "0 millis", CAIRN_OBJECT_UPLOAD_TTL: "3 seconds", CAIRN_OBJECT_COLLECT_EVERY: "200 millis" }
       })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const project = yield* created(app, alice, "Project", "create", { name: "Churn" })
@@ -277,11 +288,12 @@ describe("object storage", () => {
       const deleted = yield* created(app, alice, "Attachment", "add", { projectId: project, file: doomed.json.handle })
       assert.isDefined((yield* mutate(app, alice, "Attachment", "remove", {}, deleted)).value)
 
-      const gone = [first, stray, doomed].map((u) => blobPath(app, "acme", u.json.sha256))
+      const anyStored = (uploads: ReadonlyArray<typeof first>) =>
+        Effect.map(Effect.forEach(uploads, (u) => backend.exists(app.dataDir, acme, u.json.sha256)), (found) => found.some(Boolean))
       // Polls the collector (every 200 ms); the test's own timeout bounds the wait.
-      while (gone.some(existsSync)) yield* Effect.sleep("100 millis")
-      assert.isTrue(existsSync(blobPath(app, "acme", second.json.sha256)))
-      assert.isTrue(existsSync(blobPath(app, "acme", kept.json.sha256)))
+      while (yield* anyStored([first, stray, doomed])) yield* Effect.sleep("100 millis")
+      assert.isTrue(yield* backend.exists(app.dataDir, acme, second.json.sha256))
+      assert.isTrue(yield* backend.exists(app.dataDir, acme, kept.json.sha256))
       const rows = yield* attachments(app, alice)
       assert.strictEqual(rows.length, 2)
       for (const row of rows) assert.strictEqual((yield* download(app, alice, row.file.url)).status, 200)
@@ -292,41 +304,10 @@ describe("object storage", () => {
     30_000
   )
 
-  it.scopedLive("backups include the objects: a database restored elsewhere serves its files", () =>
-    Effect.gen(function* () {
-      const app = yield* startApp({ deployment: filesDeployment })
-      const alice = yield* app.token({ sub: "alice", org: "acme" })
-      const project = yield* created(app, alice, "Project", "create", { name: "Archive" })
-      const bytes = Buffer.from("kept in the backup")
-      const uploaded = yield* upload(app, alice, bytes)
-      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
-
-      // Online, while the server runs.
-      const databaseId = Digest.databaseId("\u0000orgs\u0000acme")
-      const backups = mkdtempSync(join(tmpdir(), "cairn-object-backups-"))
-      const deploymentId = yield* Backup.deploymentIdOf(app.dataDir)
-      yield* Backup.backupDatabase({ dataDir: app.dataDir, deploymentId, databaseId, to: backups })
-      assert.isTrue(existsSync(join(backups, "objects", databaseId, uploaded.json.sha256)))
-
-      // Elsewhere, for the same deployment (the data directory's identity goes with it).
-      const fresh = mkdtempSync(join(tmpdir(), "cairn-object-restored-"))
-      copyFileSync(join(app.dataDir, "deployment-id"), join(fresh, "deployment-id"))
-      const { operations } = yield* Effect.orDie(Deployment.make(filesDeployment))
-      yield* Restore.restore({ from: backups, dataDir: fresh, databaseId, deploymentId: yield* Backup.deploymentIdOf(fresh), catalog: operations.catalog })
-      assert.isTrue(existsSync(join(fresh, "objects", databaseId, uploaded.json.sha256)))
-
-      const restored = yield* startApp({ deployment: filesDeployment, dataDir: fresh })
-      const again = yield* restored.token({ sub: "alice", org: "acme" })
-      const [row] = yield* attachments(restored, again)
-      const got = yield* download(restored, again, row!.file.url)
-      assert.strictEqual(got.status, 200)
-      assert.isTrue(got.body.equals(bytes))
-    })
-  )
-
   it.scopedLive("resumable (TUS 1.0): an interrupted upload resumes from the offset the server kept, then attaches like any other", () =>
     Effect.gen(function* () {
-      const app = yield* startApp({ deployment: filesDeployment })
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: backend.env })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const bob = yield* app.token({ sub: "bob", org: "globex" })
       const project = yield* created(app, alice, "Project", "create", { name: "Resumable" })
@@ -397,7 +378,8 @@ describe("object storage", () => {
 
   it.scopedLive("MCP: describe shows file fields, mutate attaches a small file inline, query answers its metadata and url", () =>
     Effect.gen(function* () {
-      const app = yield* startApp({ deployment: filesDeployment, env: { CAIRN_OBJECT_INLINE_MAX_BYTES: "1000" } })
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: { ...backend.env, CAIRN_OBJECT_INLINE_MAX_BYTES: "1000" } })
       const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const described = yield* mcp(app, agent, "describe", { inspect: [{ kind: "entity", name: "Attachment" }, op("Attachment", "add")] })
@@ -435,6 +417,41 @@ describe("object storage", () => {
       })
       assert.strictEqual(notBase64.error?.code, "invalid_input")
       assert.strictEqual((yield* attachments(app, alice)).length, 1)
+    })
+  )
+})
+}
+
+describe("object storage (filesystem)", () => {
+  it.scopedLive("backups include the objects: a database restored elsewhere serves its files", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ deployment: filesDeployment })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Archive" })
+      const bytes = Buffer.from("kept in the backup")
+      const uploaded = yield* upload(app, alice, bytes)
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
+
+      // Online, while the server runs.
+      const databaseId = Digest.databaseId("\u0000orgs\u0000acme")
+      const backups = mkdtempSync(join(tmpdir(), "cairn-object-backups-"))
+      const deploymentId = yield* Backup.deploymentIdOf(app.dataDir)
+      yield* Backup.backupDatabase({ dataDir: app.dataDir, deploymentId, databaseId, to: backups })
+      assert.isTrue(existsSync(join(backups, "objects", databaseId, uploaded.json.sha256)))
+
+      // Elsewhere, for the same deployment (the data directory's identity goes with it).
+      const fresh = mkdtempSync(join(tmpdir(), "cairn-object-restored-"))
+      copyFileSync(join(app.dataDir, "deployment-id"), join(fresh, "deployment-id"))
+      const { operations } = yield* Effect.orDie(Deployment.make(filesDeployment))
+      yield* Restore.restore({ from: backups, dataDir: fresh, databaseId, deploymentId: yield* Backup.deploymentIdOf(fresh), catalog: operations.catalog })
+      assert.isTrue(existsSync(join(fresh, "objects", databaseId, uploaded.json.sha256)))
+
+      const restored = yield* startApp({ deployment: filesDeployment, dataDir: fresh })
+      const again = yield* restored.token({ sub: "alice", org: "acme" })
+      const [row] = yield* attachments(restored, again)
+      const got = yield* download(restored, again, row!.file.url)
+      assert.strictEqual(got.status, 200)
+      assert.isTrue(got.body.equals(bytes))
     })
   )
 })
