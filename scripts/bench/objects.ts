@@ -2,7 +2,7 @@
  * `npm run bench -- objects`: object storage throughput against a raw filesystem copy of
  * the same bytes, measured in the same run. The server (the `files` test app) runs in its
  * own process as `npm start` runs an app. Upload: a 256 MiB file streamed over loopback
- * HTTP into `POST /db/objects` (sha256 while streaming, fsync before the answer) versus
+ * HTTP (node:http) into `POST /db/objects` (sha256 while streaming, fsync before the answer) versus
  * copying the file to another file with fsync. Download: `GET /db/objects/:id` streamed
  * into a file (fsynced) versus the same file copy. Best of 3 each. Prints
  * `objects: upload_ratio=<r> download_ratio=<r>` (throughput ÷ raw copy's; targets ≥ 0.5, ≥ 0.8).
@@ -11,7 +11,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { closeSync, createReadStream, createWriteStream, fsyncSync, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { Readable } from "node:stream"
+import { get as httpGet, type IncomingMessage, request as httpRequest } from "node:http"
 import { pipeline } from "node:stream/promises"
 import { ConfigProvider, Effect } from "effect"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
@@ -113,28 +113,36 @@ export const run = async () => {
       upload = Math.min(
         upload,
         await timed(async () => {
-          const body = Readable.toWeb(Readable.from((async function* () {
-            yield marker
-            yield* createReadStream(source, { highWaterMark: 256 * 1024 })
-          })()))
-          const response = await fetch(`${base}/db/objects`, {
-            method: "POST",
-            headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream" },
-            body,
-            duplex: "half"
-          } as RequestInit)
-          const answer = (await response.json()) as { handle: string; objectId: string }
-          if (response.status !== 201) throw new Error(`upload failed: ${JSON.stringify(answer)}`)
-          await rpc({ operation: op("Attachment", "add"), input: { projectId: project.output.id, file: answer.handle }, invocationId: v7() })
-          objectId = answer.objectId
+          const answer = await new Promise<{ status: number; json: { handle: string; objectId: string } }>((resolve, reject) => {
+            const request = httpRequest(
+              `${base}/db/objects`,
+              { method: "POST", headers: { authorization: `Bearer ${token}`, "content-type": "application/octet-stream", "content-length": String(SIZE + marker.length) } },
+              (response) => {
+                let text = ""
+                response.setEncoding("utf8")
+                response.on("data", (d: string) => (text += d))
+                response.on("end", () => resolve({ status: response.statusCode ?? 0, json: JSON.parse(text) }))
+              }
+            )
+            request.on("error", reject)
+            request.write(marker)
+            createReadStream(source, { highWaterMark: 256 * 1024 }).pipe(request)
+          })
+          if (answer.status !== 201) throw new Error(`upload failed: ${JSON.stringify(answer.json)}`)
+          const { handle } = answer.json
+          await rpc({ operation: op("Attachment", "add"), input: { projectId: project.output.id, file: handle }, invocationId: v7() })
+          objectId = answer.json.objectId
         })
       )
       download = Math.min(
         download,
         await timed(async () => {
-          const response = await fetch(`${base}/db/objects/${objectId}`, { headers: { authorization: `Bearer ${token}` } })
           const to = join(dir, `download-${round}.bin`)
-          await pipeline(Readable.fromWeb(response.body as any), createWriteStream(to))
+          const response = await new Promise<IncomingMessage>((resolve, reject) =>
+            httpGet(`${base}/db/objects/${objectId}`, { headers: { authorization: `Bearer ${token}` } }, resolve).on("error", reject)
+          )
+          if (response.statusCode !== 200) throw new Error(`download failed: ${response.statusCode}`)
+          await pipeline(response, createWriteStream(to))
           fsyncPath(to)
           rmSync(to)
         })

@@ -103,9 +103,12 @@ const routes = Effect.gen(function* () {
           "x-content-type-options": "nosniff",
           "content-security-policy": "sandbox; default-src 'none'"
         }
-        if (request.headers["if-none-match"] === etag) return HttpServerResponse.empty({ status: 304, headers })
+        if (request.headers["if-none-match"] === etag) {
+          found.body.destroy()
+          return HttpServerResponse.empty({ status: 304, headers })
+        }
         if (range) headers["content-range"] = `bytes ${range.start}-${range.end}/${file.size}`
-        return HttpServerResponse.stream(found.body, {
+        return HttpServerResponse.raw(found.body, {
           status: range ? 206 : 200,
           contentType: file.contentType,
           contentLength: range ? range.end - range.start + 1 : file.size,

@@ -6,6 +6,7 @@
  * links included), and collection of objects no record references any more.
  */
 import { randomUUID } from "node:crypto"
+import type { Readable } from "node:stream"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { File } from "@cairn/catalog"
@@ -84,7 +85,7 @@ export interface Uploaded {
 export interface Download {
   readonly file: File.FileRef
   /** The bytes, or the requested range of them. */
-  readonly body: Stream.Stream<Uint8Array, ObjectStoreError>
+  readonly body: Readable
   readonly range: Range | undefined
 }
 
@@ -294,7 +295,8 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         if (range === "unsatisfiable") {
           return yield* new FileRefusal({ status: 416, error: "invalid_request", message: `The range is outside the file's ${file.size} bytes.` })
         }
-        return { file, range, body: store.read(database.id, file.sha256, range) }
+        const body = yield* Effect.catchAll(store.read(database.id, file.sha256, range), fault)
+        return { file, range, body }
       }).pipe(
         Effect.tapBoth({
           onFailure: (refusal) => Metric.increment(Metric.tagged(downloads, "outcome", refusal.error)),

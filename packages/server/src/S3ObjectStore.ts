@@ -145,22 +145,12 @@ export const makeS3 = (options: S3Options): ObjectStoreShape => {
     put,
     stat: head,
     read: (databaseId, sha256, range) =>
-      Stream.unwrap(
-        call((abortSignal) =>
-          client.send(
-            new GetObjectCommand({
-              Bucket: bucket,
-              Key: keyOf(databaseId, sha256),
-              ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {})
-            }),
-            { abortSignal }
-          )
-        ).pipe(
-          Effect.map((answer) =>
-            Stream.fromAsyncIterable(answer.Body as Readable as AsyncIterable<Uint8Array>, (cause) => new ObjectStoreError({ cause }))
-          )
+      call((abortSignal) =>
+        client.send(
+          new GetObjectCommand({ Bucket: bucket, Key: keyOf(databaseId, sha256), ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
+          { abortSignal }
         )
-      ),
+      ).pipe(Effect.map((answer) => answer.Body as Readable)),
     list: (databaseId) =>
       Effect.map(listKeys(`${prefix}${databaseId}/`), ({ contents }) =>
         contents.flatMap((c) => {

@@ -7,6 +7,7 @@
 import { createHash, randomUUID } from "node:crypto"
 import { closeSync, createReadStream, fsyncSync, mkdirSync, openSync, readdirSync, renameSync, rmSync, statSync, utimesSync, writeSync } from "node:fs"
 import { join } from "node:path"
+import type { Readable } from "node:stream"
 import { Context, Data, Effect, Layer, Option, Stream } from "effect"
 import { fsyncDirectory } from "./internal/files.js"
 import { relieve } from "./internal/pressure.js"
@@ -43,8 +44,11 @@ export interface ObjectStoreShape {
     limit: number
   ) => Effect.Effect<Blob, TooLarge | ObjectStoreError | E>
   readonly stat: (databaseId: string, sha256: string) => Effect.Effect<Option.Option<Blob>, ObjectStoreError>
-  /** The blob's bytes, or the inclusive `range` of them. */
-  readonly read: (databaseId: string, sha256: string, range?: Range) => Stream.Stream<Uint8Array, ObjectStoreError>
+  /**
+   * The blob's bytes, or the inclusive `range` of them, as a Node stream (the HTTP front pipes
+   * it to the socket with backpressure, without a per-chunk hop through an Effect stream).
+   */
+  readonly read: (databaseId: string, sha256: string, range?: Range) => Effect.Effect<Readable, ObjectStoreError>
   readonly list: (databaseId: string) => Effect.Effect<ReadonlyArray<Blob>, ObjectStoreError>
   readonly remove: (databaseId: string, sha256: string) => Effect.Effect<void, ObjectStoreError>
   /** The databases that have an object area. */
@@ -141,19 +145,12 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
     put,
     stat: (databaseId, sha256) => attempt(() => Option.fromNullable(statOf(blobPath(databaseId, sha256)))),
     read: (databaseId, sha256, range) =>
-      Stream.unwrap(
-        attempt(() => blobPath(databaseId, sha256)).pipe(
-          Effect.map((path) =>
-            Stream.suspend(() => {
-              let sent = 0
-              return Stream.fromAsyncIterable(
-                createReadStream(path, { highWaterMark: 256 * 1024, ...(range ? { start: range.start, end: range.end } : {}) }) as AsyncIterable<Uint8Array>,
-                (cause) => new ObjectStoreError({ cause })
-              ).pipe(Stream.tap((chunk) => Effect.sync(() => relieve(sent, (sent += chunk.byteLength)))))
-            })
-          )
-        )
-      ),
+      attempt(() => {
+        const stream = createReadStream(blobPath(databaseId, sha256), { highWaterMark: 256 * 1024, ...(range ? { start: range.start, end: range.end } : {}) })
+        let sent = 0
+        stream.on("data", (chunk) => relieve(sent, (sent += chunk.length)))
+        return stream
+      }),
     list: (databaseId) =>
       attempt(() => {
         let names: Array<string>
