@@ -12,7 +12,8 @@ import { type AccessScope } from "@cairn/domain/AccessScope"
 import { type Principal } from "@cairn/domain/Principal"
 import { writeScope } from "@cairn/domain/AccessScope"
 import { databaseId } from "@cairn/store/Databases"
-import { Effect, Layer, Option, Schedule } from "effect"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
 import { frontError } from "./internal/frontError.js"
@@ -80,7 +81,8 @@ const routes = Effect.gen(function* () {
       const length = request.headers["content-length"]
       const uploaded = yield* objects.upload(principal, {
         // The body streams to storage: the front's body cap does not apply, the object limits do.
-        body: request.stream,
+        // Read straight from Node's request (its async iterator), one chunk per step.
+        body: Stream.fromAsyncIterable(NodeHttpServerRequest.toIncomingMessage(request) as AsyncIterable<Uint8Array>, (cause) => cause),
         contentType: request.headers["content-type"],
         name: decodeName(request.headers["x-file-name"]),
         declaredLength: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined
