@@ -98,6 +98,17 @@ const comparable = (answer: Http) => ({
 })
 
 
+/** The count of a counter metric with these tags, from the test hook. */
+const counter = (app: Running, name: string, tags: Record<string, string>) =>
+  Effect.promise(async () => {
+    const { metrics } = (await (await fetch(`${app.base}/__test/metrics`)).json()) as {
+      metrics: ReadonlyArray<{ name: string; tags: Record<string, string>; count: number }>
+    }
+    return metrics
+      .filter((m) => m.name === name && Object.entries(tags).every(([k, v]) => m.tags[k] === v))
+      .reduce((n, m) => n + m.count, 0)
+  })
+
 const acme = Digest.databaseId("\u0000orgs\u0000acme")
 
 const backends: ReadonlyArray<readonly [string, Effect.Effect<Backend, never, Scope.Scope>]> = [
@@ -196,6 +207,7 @@ describe(`object storage (${name})`, () => {
       const bobUpload = yield* upload(app, bob, Buffer.from("top secret"))
       yield* created(app, bob, "Attachment", "add", { projectId: bobProject, file: bobUpload.json.handle })
 
+      const notFoundBefore = yield* counter(app, "cairn_object_downloads_total", { outcome: "not_found" })
       const otherOrg = yield* download(app, bob, url)
       const hidden = yield* download(app, carol, url)
       const missing = yield* download(app, carol, `/db/objects/${"0".repeat(8)}-0000-4000-8000-${"0".repeat(12)}`)
@@ -204,6 +216,7 @@ describe(`object storage (${name})`, () => {
       assert.deepStrictEqual(comparable(hidden), comparable(otherOrg))
       assert.deepStrictEqual(comparable(missing), comparable(otherOrg))
       assert.deepStrictEqual(comparable(garbage), comparable(otherOrg))
+      assert.strictEqual((yield* counter(app, "cairn_object_downloads_total", { outcome: "not_found" })) - notFoundBefore, 4)
       // Signed links cannot be had for what one cannot see either.
       const noLink = yield* http(`${app.base}${url}/link`, { method: "POST", headers: { authorization: `Bearer ${carol}` } })
       assert.deepStrictEqual(comparable(noLink), comparable(otherOrg))
@@ -249,6 +262,8 @@ describe(`object storage (${name})`, () => {
       const alice = yield* app.token({ sub: "alice", org: "acme" })
       const reader = yield* app.token({ sub: "alice", org: "acme", scope: "db:read" })
 
+      const okBefore = yield* counter(app, "cairn_object_uploads_total", { outcome: "ok" })
+      const refusedBefore = yield* counter(app, "cairn_object_uploads_total", { outcome: "payload_too_large" })
       const tooBig = yield* upload(app, alice, Buffer.alloc(1001, 1))
       assert.strictEqual(tooBig.status, 413)
       assert.strictEqual(tooBig.json.error, "payload_too_large")
@@ -267,6 +282,9 @@ describe(`object storage (${name})`, () => {
       // Another org has its own quota.
       const bob = yield* app.token({ sub: "bob", org: "globex" })
       assert.strictEqual((yield* upload(app, bob, Buffer.alloc(1000, 3))).status, 201)
+      // Uploads are counted by outcome.
+      assert.strictEqual((yield* counter(app, "cairn_object_uploads_total", { outcome: "ok" })) - okBefore, 3)
+      assert.strictEqual((yield* counter(app, "cairn_object_uploads_total", { outcome: "payload_too_large" })) - refusedBefore, 2)
     })
   )
 
