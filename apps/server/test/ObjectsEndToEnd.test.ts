@@ -217,6 +217,14 @@ describe(`object storage (${name})`, () => {
       assert.deepStrictEqual(comparable(missing), comparable(otherOrg))
       assert.deepStrictEqual(comparable(garbage), comparable(otherOrg))
       assert.strictEqual((yield* counter(app, "cairn_object_downloads_total", { outcome: "not_found" })) - notFoundBefore, 4)
+      // A file in a field hidden from the caller answers the same, though the record is visible.
+      const secret = yield* upload(app, admin, Buffer.from("admins only"))
+      const withSecret = yield* upload(app, admin, Buffer.from("everyone in the project"))
+      yield* created(app, admin, "Attachment", "add", { projectId: project, file: withSecret.json.handle, secret: secret.json.handle })
+      const hiddenField = yield* download(app, alice, `/db/objects/${secret.json.objectId}`)
+      assert.deepStrictEqual(comparable(hiddenField), comparable(otherOrg))
+      assert.strictEqual((yield* download(app, alice, `/db/objects/${withSecret.json.objectId}`)).status, 200)
+      assert.strictEqual((yield* download(app, admin, `/db/objects/${secret.json.objectId}`)).text, "admins only")
       // Signed links cannot be had for what one cannot see either.
       const noLink = yield* http(`${app.base}${url}/link`, { method: "POST", headers: { authorization: `Bearer ${carol}` } })
       assert.deepStrictEqual(comparable(noLink), comparable(otherOrg))

@@ -15,6 +15,13 @@ export type FilesSchema = {
         readonly name: string
       }
       readonly caption: string | null
+      readonly secret: {
+        readonly objectId: string
+        readonly sha256: string
+        readonly size: number
+        readonly contentType: string
+        readonly name: string
+      } | null
     }
     readonly relationships: { readonly project: "Project" }
     readonly operations: {
@@ -29,6 +36,11 @@ export type FilesSchema = {
             readonly base64: string
           }
           readonly caption?: string | undefined
+          readonly secret?: string | {
+            readonly name: string
+            readonly contentType: string
+            readonly base64: string
+          } | undefined
         }
         readonly output: {
           readonly id: string
