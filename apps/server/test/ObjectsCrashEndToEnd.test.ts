@@ -1,9 +1,10 @@
 // Object storage across SIGKILL of a real server process (the `files` fixture): an
 // acknowledged upload survives and attaches after a restart; killing the server while
 // attachments commit leaves every acknowledged one, and every record that references an
-// object, with its bytes; collection afterwards removes only what nothing references.
+// object, with its bytes; collection afterwards removes only what nothing references, and
+// the partial file of an upload cut off by the kill.
 import { createHash } from "node:crypto"
-import { existsSync, mkdtempSync } from "node:fs"
+import { existsSync, mkdtempSync, readdirSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { Digest } from "@cairn/catalog"
@@ -56,6 +57,7 @@ describe("object storage under SIGKILL", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "cairn-objects-crash-"))
     const started: Array<Child> = []
     const blob = (sha256: string) => join(dataDir, "objects", Digest.databaseId("\u0000orgs\u0000acme"), sha256)
+    const staging = join(dataDir, "objects", Digest.databaseId("\u0000orgs\u0000acme"), ".staging")
     try {
       // 1. Acknowledged upload, then SIGKILL before it is attached.
       const first = await launchChild(entry, dataDir)
@@ -90,8 +92,26 @@ describe("object storage under SIGKILL", () => {
           })
           .catch(() => undefined)
       )
-      while (acknowledged.length < 3) await new Promise((resolve) => setTimeout(resolve, 5))
+      // And an upload still streaming: its bytes are in a partial file when the process dies.
+      const stalled = new AbortController()
+      let firstChunkSent = false
+      void fetch(`${second.base}/db/objects`, {
+        method: "POST",
+        headers: { authorization: `Bearer ${alice}`, "content-type": "application/octet-stream" },
+        body: new ReadableStream<Uint8Array>({
+          async pull(controller) {
+            if (firstChunkSent) return new Promise<void>(() => undefined)
+            firstChunkSent = true
+            controller.enqueue(new Uint8Array(1024 * 1024))
+          }
+        }),
+        duplex: "half",
+        signal: stalled.signal
+      } as RequestInit).catch(() => undefined)
+      const partials = () => (existsSync(staging) ? readdirSync(staging) : [])
+      while (acknowledged.length < 3 || partials().length === 0) await new Promise((resolve) => setTimeout(resolve, 5))
       second.child.kill("SIGKILL")
+      stalled.abort()
       await Promise.all(inFlight)
       expect((await second.exited).signal).toBe("SIGKILL")
 
@@ -123,7 +143,8 @@ describe("object storage under SIGKILL", () => {
       )
       started.push(fourth)
       const unreferenced = uploads.filter((u) => !referenced.has(u.sha256)).map((u) => blob(u.sha256))
-      while (unreferenced.some(existsSync)) await new Promise((resolve) => setTimeout(resolve, 100))
+      expect(partials().length).toBeGreaterThan(0)
+      while (unreferenced.some(existsSync) || partials().length > 0) await new Promise((resolve) => setTimeout(resolve, 100))
       for (const sha256 of referenced) expect(existsSync(blob(sha256))).toBe(true)
       alice = await childToken(fourth, { sub: "alice", org: "acme" })
       for (const row of await attachments(fourth, alice)) expect((await fetchBytes(fourth, alice, row.file.url)).status).toBe(200)

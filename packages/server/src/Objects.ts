@@ -342,6 +342,8 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
      */
     const collect = (id: string): Effect.Effect<number> =>
       Effect.gen(function* () {
+        // Partial uploads a crash left behind: none can still be completing after the handle TTL.
+        yield* store.sweep(id, (yield* Clock.currentTimeMillis) - Duration.toMillis(limits.uploadTtl))
         const referenced = yield* referencedObjects(dataDir, id, catalog)
         if (Option.isNone(referenced)) return 0
         const now = yield* Clock.currentTimeMillis

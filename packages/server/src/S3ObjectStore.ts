@@ -7,7 +7,7 @@
  * which `touch` restarts by copying the object onto itself.
  */
 import { createHash, randomUUID } from "node:crypto"
-import { closeSync, createReadStream, mkdirSync, openSync, rmSync, writeSync } from "node:fs"
+import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs"
 import { join } from "node:path"
 import type { Readable } from "node:stream"
 import {
@@ -163,7 +163,23 @@ export const makeS3 = (options: S3Options): ObjectStoreShape => {
     databases: Effect.map(listKeys(prefix, "/"), ({ prefixes }) =>
       prefixes.map((p) => p.slice(prefix.length, -1)).filter((id) => ID.test(id))
     ),
-    touch
+    touch,
+    // The spool is shared by every database: a pass for any of them sweeps it.
+    sweep: (_databaseId, before) =>
+      Effect.try({
+        try: () => {
+          let removed = 0
+          for (const name of existsSync(options.spoolDir) ? readdirSync(options.spoolDir) : []) {
+            const path = join(options.spoolDir, name)
+            if (statSync(path).mtimeMs < before) {
+              rmSync(path, { force: true })
+              removed++
+            }
+          }
+          return removed
+        },
+        catch: (cause) => new ObjectStoreError({ cause })
+      })
   }
 }
 

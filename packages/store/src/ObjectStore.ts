@@ -51,6 +51,8 @@ export interface ObjectStoreShape {
   readonly read: (databaseId: string, sha256: string, range?: Range) => Effect.Effect<Readable, ObjectStoreError>
   readonly list: (databaseId: string) => Effect.Effect<ReadonlyArray<Blob>, ObjectStoreError>
   readonly remove: (databaseId: string, sha256: string) => Effect.Effect<void, ObjectStoreError>
+  /** Removes partial uploads (left by a crash) begun before `before` (ms since the epoch); answers how many. */
+  readonly sweep: (databaseId: string, before: number) => Effect.Effect<number, ObjectStoreError>
   /** The databases that have an object area. */
   readonly databases: Effect.Effect<ReadonlyArray<string>, ObjectStoreError>
   /** Restarts a blob's retention clock (`touchedAt`). */
@@ -161,6 +163,26 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
           throw error
         }
         return names.filter((n) => SHA256.test(n)).flatMap((n) => statOf(join(areaOf(databaseId), n)) ?? [])
+      }),
+    sweep: (databaseId, before) =>
+      attempt(() => {
+        const staging = join(areaOf(databaseId), ".staging")
+        let names: Array<string>
+        try {
+          names = readdirSync(staging)
+        } catch (error) {
+          if ((error as NodeJS.ErrnoException).code === "ENOENT") return 0
+          throw error
+        }
+        let removed = 0
+        for (const name of names) {
+          const path = join(staging, name)
+          if (statSync(path).mtimeMs < before) {
+            rmSync(path, { force: true })
+            removed++
+          }
+        }
+        return removed
       }),
     databases: attempt(() => {
       try {
