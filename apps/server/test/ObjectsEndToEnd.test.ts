@@ -296,6 +296,37 @@ describe(`object storage (${name})`, () => {
     })
   )
 
+  it.scopedLive("concurrent uploads share one quota: together they cannot exceed it", () =>
+    Effect.gen(function* () {
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: { ...backend.env, CAIRN_OBJECT_QUOTA_BYTES: "1500" } })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      // Two uploads of 1,000 bytes each, in flight together: each sends 500 bytes, then the rest later.
+      const slow = (fill: number, pauseMs: number) =>
+        Effect.promise(async () => {
+          let step = 0
+          const response = await fetch(`${app.base}/db/objects`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${alice}`, "content-type": "application/octet-stream" },
+            body: new ReadableStream<Uint8Array>({
+              async pull(controller) {
+                if (step === 0) controller.enqueue(new Uint8Array(500).fill(fill))
+                else if (step === 1) {
+                  await new Promise((resolve) => setTimeout(resolve, pauseMs))
+                  controller.enqueue(new Uint8Array(500).fill(fill))
+                } else controller.close()
+                step++
+              }
+            }),
+            duplex: "half"
+          } as RequestInit)
+          return response.status
+        })
+      const statuses = yield* Effect.all([slow(1, 400), slow(2, 800)], { concurrency: 2 })
+      assert.deepStrictEqual([...statuses].sort(), [201, 413])
+    })
+  )
+
   it.scopedLive("replaced, deleted and never-attached objects are collected; referenced ones are kept", () =>
     Effect.gen(function* () {
       const backend = yield* acquire

@@ -149,6 +149,9 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       )
 
     const usedBytes = (id: string) => Effect.map(store.list(id), (blobs) => blobs.reduce((n, b) => n + b.size, 0))
+    /** Per database: bytes received by uploads in flight, and bytes stored since startup (so concurrent uploads share one quota). */
+    const inFlight = new Map<string, number>()
+    const storedSinceStart = new Map<string, number>()
 
     /** Stores the bytes of `request` in database `id` under every limit: its file's metadata. */
     const storeBytes = (id: string, request: UploadRequest) =>
@@ -182,10 +185,27 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
                 : `The file is larger than the limit of ${limits.maxObjectBytes} bytes.`
           })
         if (room <= 0 || (request.declaredLength !== undefined && request.declaredLength > room)) return yield* tooLarge(room)
-        const blob = yield* store.put(id, request.body, room).pipe(
+        // Counted chunk by chunk against the quota together with every other upload in flight to this database.
+        const storedAtStart = storedSinceStart.get(id) ?? 0
+        let mine = 0
+        const counted = request.body.pipe(
+          Stream.mapEffect((chunk) => {
+            const others = (inFlight.get(id) ?? 0) - mine
+            const storedMeanwhile = (storedSinceStart.get(id) ?? 0) - storedAtStart
+            const next = mine + chunk.byteLength
+            if (used + storedMeanwhile + others + next > limits.quotaBytes) return Effect.fail(new TooLarge({ limit: Math.max(0, limits.quotaBytes - used - storedMeanwhile - others) }))
+            inFlight.set(id, others + next)
+            mine = next
+            return Effect.succeed(chunk)
+          })
+        )
+        const release = Effect.sync(() => inFlight.set(id, (inFlight.get(id) ?? 0) - mine))
+        const blob = yield* store.put(id, counted, room).pipe(
+          Effect.tap((stored) => Effect.sync(() => storedSinceStart.set(id, (storedSinceStart.get(id) ?? 0) + stored.size))),
+          Effect.ensuring(release),
           Effect.catchAll((error) =>
             error instanceof TooLarge
-              ? Effect.fail(tooLarge(room))
+              ? Effect.fail(tooLarge(Math.min(room, error.limit)))
               : typeof error === "object" && error !== null && "_tag" in error && error._tag === "ObjectStoreError"
                 ? fault(error)
                 : Effect.fail(new FileRefusal({ status: 400, error: "invalid_request", message: "The upload was cut off before its end." }))
