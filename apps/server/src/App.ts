@@ -28,6 +28,7 @@ import { ReadinessRoute } from "@cairn/server/Readiness"
 import { TracingLive } from "@cairn/server/Tracing"
 import { type ConfigError, Effect, Layer } from "effect"
 import { type HttpLayerRouter } from "@effect/platform"
+import { ObjectRoutes } from "@cairn/server/ObjectRoutes"
 
 /** The engine every route calls, with the operator's budgets. */
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
@@ -38,7 +39,7 @@ const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (s
 /** Needs `Settings`; `pages` are extra static routes (the demo page). Everything else comes from the definition and the `CAIRN_*` environment. */
 export const App = (definition: DeploymentDefinition, pages: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter> = Layer.empty) =>
   Layer.mergeAll(
-    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, McpIfOn, TestHookRoutes, ReadinessRoute, pages)).pipe(
+    serve(Layer.mergeAll(FrontMiddleware, DbRoutes, ObjectRoutes, McpIfOn, TestHookRoutes, ReadinessRoute, pages)).pipe(
       Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)

@@ -32,6 +32,8 @@ export interface CompiledField {
   readonly trait?: string
   readonly operators: ReadonlyArray<string>
   readonly deprecated?: Deprecation
+  /** A file reference (`File.File`), stored as JSON text: filters take only `isNull`. */
+  readonly file?: true
 }
 
 export interface CompiledRelationship {
@@ -282,7 +284,10 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
           indexed: indexed.has(name),
           ...(traitOf.has(name) ? { trait: traitOf.get(name)! } : {}),
           ...(entity.deprecatedFields?.[name] ? { deprecated: entity.deprecatedFields[name]! } : {}),
-          operators: operatorsFor(stored.column, stored.nullable, stored.literals !== undefined)
+          operators: stored.file
+            ? stored.nullable ? ["isNull"] : []
+            : operatorsFor(stored.column, stored.nullable, stored.literals !== undefined),
+          ...(stored.file ? { file: true as const } : {})
         }
         fields.push(field)
       }

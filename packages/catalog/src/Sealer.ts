@@ -9,7 +9,7 @@ import { Config, Context, Layer, Option, Redacted, Schema } from "effect"
 import { labelled } from "./Digest.js"
 
 /** Every kind of sealed cursor; a new kind is added here, never passed as a free string. */
-export const Purpose = Schema.Literal("describe", "query", "sync", "sync-page")
+export const Purpose = Schema.Literal("describe", "query", "sync", "sync-page", "upload", "file-link")
 export type Purpose = typeof Purpose.Type
 
 /** Longer input is refused before any work: no cursor this service seals comes near it. */

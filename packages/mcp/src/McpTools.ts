@@ -139,6 +139,7 @@ const mutateTool: Tool = {
     "Change data by invoking exactly one operation; answers its durable receipt.",
     "Inspect the operation with describe first: its input schema, and whether it is targeted (then target {kind: \"entity\", entity, id} is required).",
     "invocationId: a new UUIDv7 per intent; after a timeout or network error resend the SAME request with the SAME id to get the stored receipt, never a second effect.",
+    "A file input (Upload) takes an upload handle, or a small file inline as {name, contentType, base64} (48 KiB by default).",
     errorsLine
   ].join(" "),
   inputSchema: inputSchemaOf(MutateRequest, {

@@ -7,7 +7,7 @@
 import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
-import { ValueOrder } from "@cairn/catalog"
+import { File, ValueOrder } from "@cairn/catalog"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, QueryBudgetExceeded } from "@cairn/domain/PublicError"
@@ -28,8 +28,14 @@ export interface QueryInput {
   readonly request: QueryRequest
 }
 
-const decode = (field: FieldInfo, value: unknown): unknown =>
-  isIdField(field) ? value : Layout.decodeValue(field, value)
+const decode = (field: FieldInfo, value: unknown): unknown => {
+  if (isIdField(field)) return value
+  const decoded = Layout.decodeValue(field, value)
+  // A file answers with its metadata and the gated path to download it.
+  return field.file && decoded !== null
+    ? { ...(decoded as File.FileRef), url: File.downloadPath((decoded as File.FileRef).objectId) }
+    : decoded
+}
 
 export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/QueryPlanner", {
   effect: Effect.gen(function* () {

@@ -31,6 +31,7 @@ import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
+import { Objects } from "./Objects.js"
 import { type EngineError, InsufficientScope, internalFailure, scrubDefects, Unavailable } from "./Refusal.js"
 
 /** The engine's verbs, by name (logs and metrics). */
@@ -54,6 +55,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const queryLimits = yield* QueryLimits
     const describeLimits = yield* DescribeLimits
     const sealer = yield* Sealer
+    const objects = yield* Objects
 
     const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
       effect.pipe(
@@ -139,7 +141,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           return [CatalogVersion.operation(owner.name, name), CatalogVersion.entity(owner.name)]
         })
         const database = yield* open(principal)
-        return yield* mutate({ view, principal, request, database })
+        return yield* mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
       }).pipe(
         Effect.tapBoth({
           onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
@@ -181,7 +183,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       changes: changesVerb
     } as const
   }),
-  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default]
+  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default, Objects.Default]
 }) {}
 
 /** The engine's verbs, for code that takes them as a value. */

@@ -81,7 +81,11 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
 
           const answer = Effect.gen(function* () {
             const length = declaredLength(request)
-            if (length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
+            // An object upload streams to storage under the object limits (see `ObjectRoutes`), never into memory.
+            const path = request.url.split("?")[0]!
+            const streamed =
+              (request.method === "POST" && path === "/db/objects") || (request.method === "PATCH" && path.startsWith("/db/objects/resumable/"))
+            if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
             const outcome = yield* httpEffect.pipe(
               Effect.provideService(Correlation, correlation),
               HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),

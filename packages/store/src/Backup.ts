@@ -13,6 +13,7 @@ import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Clock, Data, Effect, Option, Schema } from "effect"
 import { createOnce, fsyncFile, publish, sha256File, tempNameFor, writeAtomically } from "./internal/files.js"
 import { commitsTable, installTable } from "./Log.js"
+import { backupObjects } from "./ObjectBackup.js"
 
 /** What a backup says about itself; read back through `Schema`, never cast. */
 export const Manifest = Schema.Struct({
@@ -159,6 +160,8 @@ export const backupDatabase = Effect.fn("Backup.backupDatabase")(function* (opti
       sha256
     }
     const text = yield* Schema.encode(ManifestJson)(manifest).pipe(Effect.orDie)
+    // The objects after the snapshot (so it references none that is not copied), before the manifest.
+    yield* backupObjects(options.dataDir, databaseId, options.to).pipe(Effect.mapError(fail("cannot copy the objects")))
     // The file first, the manifest last: a manifest always names a complete file.
     yield* Effect.try({
       try: () => {

@@ -50,13 +50,15 @@ export type Stored = string | number | null
 /** Encodes one field value (already in its schema's encoded form) for storage. */
 export const encodeValue = (field: CompiledField, value: unknown): Stored => {
   if (value === undefined || value === null) return null
+  if (field.file) return JSON.stringify(value)
   if (field.column === "boolean") return value === true ? 1 : 0
   return value as string | number
 }
 
 /** Decodes one stored value into its plain JSON form. */
-export const decodeValue = (field: CompiledField, value: unknown): string | number | boolean | null => {
+export const decodeValue = (field: CompiledField, value: unknown): unknown => {
   if (value === null || value === undefined) return null
+  if (field.file) return JSON.parse(value as string) as unknown
   if (field.column === "boolean") return value === 1 || value === 1n || value === true
   if (typeof value === "bigint") return Number(value)
   return value as string | number

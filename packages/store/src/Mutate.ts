@@ -6,6 +6,7 @@
  */
 import { Effect, Schema } from "effect"
 import { digest } from "@cairn/catalog/Digest"
+import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { type View } from "@cairn/catalog/View"
 import { decodeStrict } from "@cairn/domain/Decode"
 import { InvalidInput, UnknownDefinition } from "@cairn/domain/PublicError"
@@ -25,6 +26,12 @@ export interface MutateArgs {
   readonly request: MutateRequest
   /** The caller's database, activated (for the caller's scope) by the DataPlane. */
   readonly database: Database
+  /**
+   * Resolves what the decoded input only names (upload handles, see `File.Upload`) in the
+   * caller's database, before the writer runs the handler; the intent stays that of the
+   * input as sent.
+   */
+  readonly resolve?: (operation: CompiledOperation, input: unknown) => Effect.Effect<unknown, InvalidInput>
 }
 
 /** Digest of what makes two invocations the same intent. */
@@ -35,7 +42,7 @@ export const intentOf = (subject: string, operation: string, target: MutateReque
  * Invokes one operation. Failures are the public errors of the spec, `Overloaded`
  * (retryable, nothing applied), or a defect carrying an `InternalError`.
  */
-export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, request, database }: MutateArgs) {
+export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, request, database, resolve }: MutateArgs) {
   const ref = request.operation
   const operation = view.operation(ref.owner.name, ref.name)
   if (!operation) {
@@ -77,7 +84,7 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
     invocationId: request.invocationId,
     operation,
     target,
-    input,
+    input: resolve ? yield* resolve(operation, input) : input,
     intent: intentOf(principal.subject, key, target, encodedInput),
     principal,
     catalogToken: view.token

@@ -13,6 +13,7 @@ import { Clock, Context, Data, Effect, Exit, Layer, Option, Schema, Scope } from
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { canonicalJson } from "@cairn/catalog/Digest"
 import * as Backup from "./Backup.js"
+import { restoreObjects } from "./ObjectBackup.js"
 import { install } from "./Install.js"
 import { fsyncDirectory, fsyncFile, publish, sha256File, tempNameFor } from "./internal/files.js"
 import * as Layout from "./Layout.js"
@@ -307,6 +308,8 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
         })
       )
       yield* Scope.close(logScope, Exit.void)
+      // The objects first: once the file is in place, every object it references is stored.
+      yield* restoreObjects(options.from, options.dataDir, databaseId).pipe(Effect.mapError(fault("cannot copy the objects back")))
       const replaced = yield* Effect.try({
         try: () => {
           fsyncFile(temp)

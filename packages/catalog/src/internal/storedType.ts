@@ -4,6 +4,7 @@
  * record never needs a representation the log cannot replay.
  */
 import { Option, Schema, SchemaAST as AST } from "effect"
+import { isFileAst } from "../File.js"
 
 export type ColumnType = "text" | "integer" | "real" | "boolean"
 
@@ -14,6 +15,8 @@ export interface StoredType {
   readonly literals?: ReadonlyArray<string | number | boolean>
   /** The schema without null/undefined: what a value must satisfy. */
   readonly core: AST.AST
+  /** A file reference (`File.File`): stored as its JSON text. */
+  readonly file?: true
 }
 
 const isInt = (ast: AST.AST): boolean => {
@@ -43,6 +46,7 @@ export const analyze = (type: AST.AST, isOptional: boolean): StoredType | string
     if (rest.length === 0) return "a field cannot be only null or undefined"
     core = rest.length === 1 ? rest[0]! : AST.Union.make(rest)
   }
+  if (isFileAst(core)) return { column: "text", nullable, core, file: true }
   const encoded = AST.encodedAST(core)
   if (AST.isStringKeyword(encoded) || AST.isTemplateLiteral(encoded)) return { column: "text", nullable, core }
   if (AST.isNumberKeyword(encoded)) return { column: isInt(core) ? "integer" : "real", nullable, core }

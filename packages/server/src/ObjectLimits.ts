@@ -1,0 +1,62 @@
+/**
+ * The operator's limits on stored files: the largest object, the bytes one database may
+ * hold, the content types accepted, and how long upload handles, signed links and
+ * unreferenced objects live. Defaults protect a multi-tenant deployment.
+ */
+import { Config, Context, Duration, Layer } from "effect"
+
+export interface ObjectLimitsShape {
+  /** Largest accepted object, in bytes. */
+  readonly maxObjectBytes: number
+  /** Bytes of objects one database may hold (after de-duplication). */
+  readonly quotaBytes: number
+  /** Accepted content types (`type/subtype`, or `type/*`); `*` accepts any well-formed type. */
+  readonly contentTypes: ReadonlyArray<string>
+  /** How long an upload handle may be attached. */
+  readonly uploadTtl: Duration.Duration
+  /** How long a signed download link works. */
+  readonly linkTtl: Duration.Duration
+  /** How long an unreferenced object is kept (past its upload handle's life) before it is collected. */
+  readonly retention: Duration.Duration
+  /** How often the collector removes unreferenced objects. */
+  readonly collectEvery: Duration.Duration
+  /** Largest file `mutate` accepts inline (MCP agents): base64 content in place of an upload handle. */
+  readonly inlineMaxBytes: number
+}
+
+export const defaultObjectLimits: ObjectLimitsShape = {
+  maxObjectBytes: 2 * 1024 * 1024 * 1024,
+  quotaBytes: 10 * 1024 * 1024 * 1024,
+  contentTypes: ["*"],
+  uploadTtl: Duration.hours(1),
+  linkTtl: Duration.minutes(5),
+  retention: Duration.hours(24),
+  collectEvery: Duration.minutes(10),
+  // Its base64 (4/3 larger) stays within the JSON string bound of a request.
+  inlineMaxBytes: 48 * 1024
+}
+
+const positive = (name: string, fallback: number) =>
+  Config.integer(name).pipe(
+    Config.withDefault(fallback),
+    Config.validate({ message: `${name} must be a positive number of bytes`, validation: (n) => n > 0 })
+  )
+
+export const objectLimitsConfig: Config.Config<ObjectLimitsShape> = Config.all({
+  maxObjectBytes: positive("CAIRN_OBJECT_MAX_BYTES", defaultObjectLimits.maxObjectBytes),
+  quotaBytes: positive("CAIRN_OBJECT_QUOTA_BYTES", defaultObjectLimits.quotaBytes),
+  contentTypes: Config.string("CAIRN_OBJECT_CONTENT_TYPES").pipe(
+    Config.withDefault("*"),
+    Config.map((s) => s.split(",").map((t) => t.trim().toLowerCase()).filter((t) => t !== ""))
+  ),
+  uploadTtl: Config.duration("CAIRN_OBJECT_UPLOAD_TTL").pipe(Config.withDefault(defaultObjectLimits.uploadTtl)),
+  linkTtl: Config.duration("CAIRN_OBJECT_LINK_TTL").pipe(Config.withDefault(defaultObjectLimits.linkTtl)),
+  retention: Config.duration("CAIRN_OBJECT_RETENTION").pipe(Config.withDefault(defaultObjectLimits.retention)),
+  collectEvery: Config.duration("CAIRN_OBJECT_COLLECT_EVERY").pipe(Config.withDefault(defaultObjectLimits.collectEvery)),
+  inlineMaxBytes: positive("CAIRN_OBJECT_INLINE_MAX_BYTES", defaultObjectLimits.inlineMaxBytes)
+})
+
+export class ObjectLimits extends Context.Tag("@cairn/server/ObjectLimits")<ObjectLimits, ObjectLimitsShape>() {
+  static readonly layer = (limits: Partial<ObjectLimitsShape> = {}) => Layer.succeed(ObjectLimits, { ...defaultObjectLimits, ...limits })
+  static readonly layerConfig = Layer.effect(ObjectLimits, objectLimitsConfig)
+}

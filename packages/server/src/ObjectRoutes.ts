@@ -1,0 +1,165 @@
+/**
+ * Files under `/db/objects`, behind the same bearer gate as the rest of `/db`:
+ * `POST /db/objects` streams an upload (body = the bytes, `Content-Type` its type,
+ * `X-File-Name` its percent-encoded name) and answers an upload handle;
+ * `GET /db/objects/:objectId` downloads (Range, ETag = sha256) while the caller can see
+ * a record holding the file; `POST /db/objects/:objectId/link` answers a short-lived
+ * signed link, usable without a token (e.g. `<img src>`), that re-checks the policy for
+ * its principal when used. The route only maps the `Objects` engine's answers to HTTP.
+ */
+import { HttpLayerRouter, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { type AccessScope } from "@cairn/domain/AccessScope"
+import { type Principal } from "@cairn/domain/Principal"
+import { writeScope } from "@cairn/domain/AccessScope"
+import { databaseId } from "@cairn/store/Databases"
+import { NodeHttpServerRequest } from "@effect/platform-node"
+import { Effect, Layer, Option, Schedule, Stream } from "effect"
+import { BearerGate } from "./BearerGate.js"
+import { Correlation } from "./Correlation.js"
+import { frontError } from "./internal/frontError.js"
+import { type FileRefusal, FileRefusal as FileRefusalError, Objects } from "./Objects.js"
+import { makeResumable, resumablePath } from "./ResumableUploads.js"
+import { Settings } from "./Settings.js"
+import { InsufficientScope } from "./Refusal.js"
+
+export const objectsPath = "/db/objects"
+
+/** `Content-Disposition` for any name: an ASCII fallback and the exact name in RFC 8187 form. */
+export const contentDisposition = (name: string): string => {
+  const ascii = name.replace(/[^\x20-\x7e]|["\\%]/g, "_")
+  const exact = encodeURIComponent(name).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`)
+  return `attachment; filename="${ascii}"; filename*=UTF-8''${exact}`
+}
+
+const decodeName = (raw: string | undefined): string | undefined => {
+  if (raw === undefined) return undefined
+  try {
+    return decodeURIComponent(raw)
+  } catch {
+    return "\u0000" // refused by the engine as a bad name
+  }
+}
+
+const routes = Effect.gen(function* () {
+  const gate = yield* BearerGate
+  const objects = yield* Objects
+  const router = yield* HttpLayerRouter.HttpRouter
+  const { dataDir } = yield* Settings
+  const resumable = makeResumable({ dataDir, limits: objects.limits, objects, runtime: yield* Effect.runtime<never>() })
+  // Expired partial uploads go on the collector's schedule.
+  yield* Effect.forkScoped(Effect.schedule(resumable.expire, Schedule.spaced(objects.limits.collectEvery)))
+
+  const refuse = (principal: Principal, refusal: FileRefusal) =>
+    Effect.gen(function* () {
+      if (refusal.error === "insufficient_scope") {
+        return yield* gate.refuse("db", principal, new InsufficientScope({ scope: (refusal.scope ?? "db:read") as AccessScope, message: refusal.message }))
+      }
+      const requestId = yield* Correlation.id
+      return frontError(refusal.status, {
+        error: refusal.error,
+        message: refusal.message,
+        requestId,
+        ...(refusal.limitBytes !== undefined ? { limitBytes: refusal.limitBytes } : {})
+      })
+    })
+
+  /** Authenticates, runs `f` as the caller, and answers refusals; CORS as for every `/db` route. */
+  const gated =
+    (f: (principal: Principal, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, FileRefusal>) =>
+    (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.gen(function* () {
+        if (request.method === "OPTIONS") return yield* gate.preflight(request)
+        const admitted = yield* Effect.either(gate.authenticate(request, "db"))
+        if (admitted._tag === "Left") return HttpServerResponse.setHeaders(admitted.left, gate.cors(request))
+        const principal = admitted.right
+        const response = yield* Effect.catchAll(f(principal, request), (refusal) => refuse(principal, refusal))
+        return HttpServerResponse.setHeaders(response, gate.cors(request))
+      })
+
+  const upload = gated((principal, request) =>
+    Effect.gen(function* () {
+      const length = request.headers["content-length"]
+      const uploaded = yield* objects.upload(principal, {
+        // The body streams to storage: the front's body cap does not apply, the object limits do.
+        // Read straight from Node's request (its async iterator), one chunk per step.
+        body: Stream.fromAsyncIterable(NodeHttpServerRequest.toIncomingMessage(request) as AsyncIterable<Uint8Array>, (cause) => cause),
+        contentType: request.headers["content-type"],
+        name: decodeName(request.headers["x-file-name"]),
+        declaredLength: length !== undefined && /^\d+$/.test(length) ? Number(length) : undefined
+      })
+      return HttpServerResponse.unsafeJson(uploaded, { status: 201, headers: { "cache-control": "no-store" } })
+    }).pipe(HttpServerRequest.withMaxBodySize(Option.none()))
+  )
+
+  const download = (principal: Principal, request: HttpServerRequest.HttpServerRequest, objectId: string) =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const found = yield* objects.download(principal, objectId, request.headers["range"])
+        const { file, range } = found
+        const etag = `"${file.sha256}"`
+        const headers: Record<string, string> = {
+          etag,
+          "accept-ranges": "bytes",
+          "cache-control": "private, no-cache",
+          "content-disposition": contentDisposition(file.name),
+          "x-content-type-options": "nosniff",
+          "content-security-policy": "sandbox; default-src 'none'"
+        }
+        if (request.headers["if-none-match"] === etag) {
+          found.body.destroy()
+          return HttpServerResponse.empty({ status: 304, headers })
+        }
+        if (range) headers["content-range"] = `bytes ${range.start}-${range.end}/${file.size}`
+        return HttpServerResponse.raw(found.body, {
+          status: range ? 206 : 200,
+          contentType: file.contentType,
+          contentLength: range ? range.end - range.start + 1 : file.size,
+          headers
+        })
+      })
+    )
+
+  const get = (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.gen(function* () {
+      const { objectId } = yield* HttpRouter.params
+      const id = objectId ?? ""
+      const link = new URL(request.url, "http://localhost").searchParams.get("link")
+      if (link === null) return yield* gated((principal, req) => download(principal, req, id))(request)
+      // A signed link stands for its principal: the policy is checked for them now.
+      return yield* objects.linkPrincipal(id, link).pipe(
+        Effect.flatMap((principal) => Effect.catchAll(download(principal, request, id), (refusal) => refuse(principal, refusal))),
+        Effect.catchAll((refusal) =>
+          Effect.map(Correlation.id, (requestId) => frontError(refusal.status, { error: refusal.error, message: refusal.message, requestId }))
+        )
+      )
+    })
+
+  const link = (request: HttpServerRequest.HttpServerRequest) =>
+    Effect.flatMap(HttpRouter.params, ({ objectId }) =>
+      gated((principal) =>
+        Effect.scoped(Effect.map(objects.link(principal, objectId ?? ""), (answer) => HttpServerResponse.unsafeJson(answer, { headers: { "cache-control": "no-store" } })))
+      )(request)
+    )
+
+  const tus = gated((principal, request) =>
+    Effect.gen(function* () {
+      if (!principal.scopes.includes(writeScope)) {
+        return yield* new FileRefusalError({ status: 403, error: "insufficient_scope", scope: writeScope, message: `This call needs the ${writeScope} scope, which the access token does not carry.` })
+      }
+      const web = yield* Effect.orElseFail(HttpServerRequest.toWeb(request), () => new FileRefusalError({ status: 400, error: "invalid_request", message: "The request could not be read." }))
+      const answer = yield* Effect.promise(() => resumable.handle(principal, databaseId(principal.databaseKey), web))
+      return HttpServerResponse.fromWeb(answer)
+    }).pipe(HttpServerRequest.withMaxBodySize(Option.none()))
+  )
+
+  yield* router.add("*", resumablePath, tus)
+  yield* router.add("*", `${resumablePath}/:uploadId`, tus)
+  yield* router.add("POST", objectsPath, upload)
+  yield* router.add("OPTIONS", objectsPath, upload)
+  yield* router.add("GET", `${objectsPath}/:objectId`, get)
+  yield* router.add("OPTIONS", `${objectsPath}/:objectId`, gated(() => Effect.dieMessage("unreachable")))
+  yield* router.add("POST", `${objectsPath}/:objectId/link`, link)
+})
+
+/** The `/db/objects` routes. Needs the `BearerGate` and what `Objects` needs. */
+export const ObjectRoutes = Layer.scopedDiscard(routes).pipe(Layer.provide(Objects.Default))

@@ -1,0 +1,119 @@
+/**
+ * Resumable uploads over the TUS 1.0 protocol (`@tus/server`), under
+ * `/db/objects/resumable`, for large files over unreliable links: create an upload
+ * (`Upload-Length`, `Upload-Metadata` with `filename` and `filetype`), send it in PATCHes
+ * from the offset a HEAD reports, and the last PATCH answers the same JSON as a plain
+ * upload (the upload handle) once the bytes are stored (sha256 computed, fsynced, limits
+ * and quota applied). Partial uploads live per database (`<dataDir>/uploads/<database
+ * id>`), are reachable only from that database, and expire with the upload handle TTL.
+ */
+import { randomBytes } from "node:crypto"
+import { createReadStream } from "node:fs"
+import { join } from "node:path"
+import { FileStore } from "@tus/file-store"
+import { Server } from "@tus/server"
+import { type Principal } from "@cairn/domain/Principal"
+import { Duration, Effect, Runtime, Stream } from "effect"
+import { type ObjectLimitsShape } from "./ObjectLimits.js"
+import { type Objects } from "./Objects.js"
+
+export const resumablePath = "/db/objects/resumable"
+
+/** The request header carrying the verified caller into the protocol's hooks (set by us, never by the client). */
+const contextHeader = "x-cairn-upload-context"
+
+const decodeMetadata = (value: string | null | undefined): string | undefined => (value === null || value === undefined ? undefined : value)
+
+export interface Resumable {
+  /** Answers one TUS request of `principal`, whose database is `databaseId`. */
+  readonly handle: (principal: Principal, databaseId: string, request: Request) => Promise<Response>
+  /** Removes expired partial uploads of every database served since startup. */
+  readonly expire: Effect.Effect<number>
+}
+
+export const makeResumable = (options: {
+  readonly dataDir: string
+  readonly limits: ObjectLimitsShape
+  readonly objects: Objects
+  readonly runtime: Runtime.Runtime<never>
+}): Resumable => {
+  const callers = new Map<string, Principal>()
+  const servers = new Map<string, Server>()
+
+  const callerOf = (req: { readonly headers: Headers }): Principal => {
+    const principal = callers.get(req.headers.get(contextHeader) ?? "")
+    if (principal === undefined) throw { status_code: 404, body: "Not found\n" }
+    return principal
+  }
+
+  const serverFor = (databaseId: string) => {
+    let server = servers.get(databaseId)
+    if (server) return server
+    const datastore = new FileStore({
+      directory: join(options.dataDir, "uploads", databaseId),
+      expirationPeriodInMilliseconds: Duration.toMillis(options.limits.uploadTtl)
+    })
+    server = new Server({
+      path: resumablePath,
+      datastore,
+      relativeLocation: true,
+      respectForwardedHeaders: false,
+      maxSize: options.limits.maxObjectBytes,
+      onUploadCreate: async (_req, upload) => {
+        const type = decodeMetadata(upload.metadata?.["filetype"])
+        const name = decodeMetadata(upload.metadata?.["filename"])
+        if (type !== undefined && !/^[\x20-\x7e]{1,255}$/.test(type)) throw { status_code: 415, body: "The filetype is not a content type.\n" }
+        if (name !== undefined && (name.length === 0 || name.length > 255 || /[\u0000-\u001f\u007f/\\]/.test(name))) {
+          throw { status_code: 400, body: "The filename must be 1 to 255 characters, without control characters or slashes.\n" }
+        }
+        return {}
+      },
+      onUploadFinish: async (req, upload) => {
+        const principal = callerOf(req)
+        const path = join(options.dataDir, "uploads", databaseId, upload.id)
+        const stored = await Runtime.runPromise(options.runtime)(
+          Effect.either(
+            options.objects.upload(principal, {
+              body: Stream.fromAsyncIterable(createReadStream(path, { highWaterMark: 256 * 1024 }) as AsyncIterable<Uint8Array>, (e) => e),
+              contentType: decodeMetadata(upload.metadata?.["filetype"]),
+              name: decodeMetadata(upload.metadata?.["filename"]),
+              declaredLength: upload.size
+            })
+          )
+        )
+        // Stored (or refused): the partial upload has served its purpose either way.
+        await datastore.remove(upload.id).catch(() => undefined)
+        if (stored._tag === "Left") throw { status_code: stored.left.status, body: `${stored.left.message}\n` }
+        return { status_code: 200, headers: { "content-type": "application/json", "cache-control": "no-store" }, body: JSON.stringify(stored.right) }
+      }
+    })
+    servers.set(databaseId, server)
+    return server
+  }
+
+  return {
+    handle: async (principal, databaseId, request) => {
+      const token = randomBytes(16).toString("hex")
+      const headers = new Headers(request.headers)
+      headers.set(contextHeader, token)
+      callers.set(token, principal)
+      try {
+        const init: RequestInit & { duplex: "half" } = {
+          method: request.method,
+          headers,
+          body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
+          duplex: "half",
+          signal: request.signal
+        }
+        return await serverFor(databaseId).handleWeb(new Request(request.url, init))
+      } finally {
+        callers.delete(token)
+      }
+    },
+    expire: Effect.promise(() =>
+      Promise.all([...servers.values()].map((server) => server.cleanUpExpiredUploads().catch(() => 0))).then((counts) =>
+        counts.reduce((a, b) => a + b, 0)
+      )
+    )
+  }
+}
