@@ -16,6 +16,7 @@ import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
+import * as Connection from "./internal/connection.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import { MutationGuard } from "./MutationGuard.js"
@@ -208,21 +209,24 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // A database never registered is created here (its directory too, if it was removed).
         else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
         const opened = Effect.gen(function* () {
-          const sql = yield* SqliteClient.make({ filename })
-          yield* sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
-          return sql
+          const connection = yield* Connection.open({ filename })
+          yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
+          return connection
         })
+        let connection: Connection.Opened
         let sql: SqlClient.SqlClient
         let installId: string
         if (Option.isSome(registered)) {
           const entry = registered.value
           // Verified before the catalog is installed: nothing is written to a file that is not this database's.
-          sql = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+          connection = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+          sql = connection.sql
           const position = yield* verify(id, sql, entry)
           if (position > entry.position) yield* registry.advance(id, position)
           installId = entry.install_id
         } else {
-          sql = yield* opened
+          connection = yield* opened
+          sql = connection.sql
           // A file from before the registry (or one whose registration a crash cut short) is adopted,
           // unless it is another registered database's file.
           const held = yield* installIdOf(sql)
@@ -249,6 +253,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const writer = yield* Writer.make({
           databaseId: id,
           sql,
+          raw: connection.raw,
           operations,
           guard,
           queueLimit: config.writerQueueLimit,
@@ -384,7 +389,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * The database of `databaseKey`, created and laid out on first use. It stays open
      * (never closed under its users) until the caller's scope closes.
      */
-    const activate = Effect.fn("Databases.activate")(function* (databaseKey: DatabaseKey) {
+    const activate = (databaseKey: DatabaseKey) =>
+      Effect.gen(function* () {
       const id = databaseId(databaseKey)
       const known = faults.get(id)
       if (known) return yield* refuse(id, known)
@@ -400,7 +406,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       if (guardFile) yield* Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error))))
       yield* evictOverCapacity
       return database
-    })
+      }).pipe(Effect.withSpan("Databases.activate", { captureStackTrace: false }))
 
     /**
      * SQLite's `integrity_check` over the whole file of `databaseKey` (slow on a large file: on
