@@ -389,9 +389,21 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * The database of `databaseKey`, created and laid out on first use. It stays open
      * (never closed under its users) until the caller's scope closes.
      */
+    /** The ids of recently activated keys: one digest per key, not per request (bounded). */
+    const ids = new Map<DatabaseKey, DatabaseId>()
+    const idOf = (databaseKey: DatabaseKey) => {
+      let id = ids.get(databaseKey)
+      if (id === undefined) {
+        if (ids.size >= 4096) ids.clear()
+        id = databaseId(databaseKey)
+        ids.set(databaseKey, id)
+      }
+      return id
+    }
+
     const activate = (databaseKey: DatabaseKey) =>
       Effect.gen(function* () {
-      const id = databaseId(databaseKey)
+      const id = idOf(databaseKey)
       const known = faults.get(id)
       if (known) return yield* refuse(id, known)
       // Counted before the RcMap reference is taken and released after it is dropped, so
