@@ -40,7 +40,12 @@ interface Child {
 
 const start = (file: string): Promise<Child> =>
   new Promise((resolve, reject) => {
-    const child: ChildProcess = spawn(process.execPath, ["--conditions=@cairn/source", "--import", "tsx", join(here, file)], {
+    // BENCH_PROFILE=<dir>: the children write V8 CPU profiles there, resolving @cairn/* to the
+    // compiled dist/ (real line numbers; run `npm run build` first).
+    const profile = process.env["BENCH_PROFILE"]
+    const flags = profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : ["--conditions=@cairn/source"]
+    const child: ChildProcess = spawn(process.execPath, [...flags, "--import", "tsx", join(here, file)], {
+      env: profile ? { ...process.env, NODE_OPTIONS: "" } : process.env,
       stdio: ["pipe", "pipe", "inherit"]
     })
     const lines: Interface = createInterface({ input: child.stdout! })
