@@ -34,7 +34,10 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
   effect: Effect.gen(function* () {
     const sealer = yield* Sealer
 
-    const run = Effect.fn("QueryPlanner.run")(function* (input: QueryInput) {
+    // A span without a captured stack: every query passes here.
+    const run = (input: QueryInput) => Effect.withSpan(runBody(input), "QueryPlanner.run", { captureStackTrace: false })
+
+    const runBody = Effect.fnUntraced(function* (input: QueryInput) {
       const { database, principal, request, view } = input
       // `request.ifCatalog` was checked by the engine (`DataPlane`) before the database was opened.
       const limits = yield* QueryLimits

@@ -117,7 +117,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
         return yield* withLimits(describe(view, request))
-      }).pipe(scrubDefects("describe"), Effect.withSpan("DataPlane.describe"))
+      }).pipe(scrubDefects("describe"), Effect.withSpan("DataPlane.describe", { captureStackTrace: false }))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
@@ -125,7 +125,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
-      }).pipe(Effect.scoped, scrubDefects("query"), Effect.withSpan("DataPlane.query"))
+      }).pipe(Effect.scoped, scrubDefects("query"), Effect.withSpan("DataPlane.query", { captureStackTrace: false }))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
@@ -133,7 +133,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* mutate({ view, principal, request, database })
-      }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate"))
+      }).pipe(Effect.scoped, scrubDefects("mutate"), Effect.withSpan("DataPlane.mutate", { captureStackTrace: false }))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
@@ -141,7 +141,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
-      }).pipe(Effect.scoped, scrubDefects("snapshot"), Effect.withSpan("DataPlane.snapshot"))
+      }).pipe(Effect.scoped, scrubDefects("snapshot"), Effect.withSpan("DataPlane.snapshot", { captureStackTrace: false }))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>
