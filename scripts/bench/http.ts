@@ -20,7 +20,7 @@ import { fileURLToPath } from "node:url"
 import { v7 as uuidv7 } from "uuid"
 
 const CLIENTS = 64
-const SECONDS = 3
+const SECONDS = Number(process.env["BENCH_HTTP_SECONDS"] ?? 3)
 const ROUNDS = 2
 const ASSIGNEES = 10
 
@@ -194,6 +194,14 @@ export const run = async (): Promise<void> => {
       await load(0.5, side.read)
     }
     await load(0.5, cairn.mcpRead!)
+    // BENCH_HTTP_ONLY=write|read|mcp: load the App with that alone for a while (for profiling).
+    const only = process.env["BENCH_HTTP_ONLY"] as "write" | "read" | "mcp" | undefined
+    if (only !== undefined) {
+      const call = only === "write" ? cairn.write : only === "read" ? cairn.read : cairn.mcpRead!
+      const m = await phase(app, call)
+      console.log(`http-${only}: rps=${m.rate.toFixed(0)} cpu_us=${m.cpuPerRequest.toFixed(0)} fsyncs_per_write=${m.fsyncsPerWrite.toFixed(2)}`)
+      return
+    }
     const results: Record<string, Measured | undefined> = {}
     for (let i = 0; i < ROUNDS; i++) {
       results.rawWrite = best(results.rawWrite, await phase(raw, baseline.write))

@@ -124,7 +124,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog)
         const database = yield* open(principal)
-        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
+        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
       }).pipe(Effect.scoped, scrubDefects("query"), Effect.withSpan("DataPlane.query", { captureStackTrace: false }))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>

@@ -9,7 +9,6 @@ import { closeSync, mkdirSync, openSync, readSync, statSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, Option, RcMap, type Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
@@ -33,6 +32,11 @@ export interface Database {
   readonly catalog: Catalog
   /** A read-only connection for queries and sync. */
   readonly reader: SqlClient.SqlClient
+  /**
+   * One statement on the read-only connection, its rows as arrays of column values: the
+   * planner's hot path (a cached prepared statement, run synchronously when the connection is free).
+   */
+  readonly values: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>>
   /** The single writer: every operation of this database passes through it. */
   readonly submit: (invocation: Writer.Invocation) => Effect.Effect<Receipt, Writer.SubmitError>
   /** The last committed position (0 when nothing is committed). */
@@ -246,7 +250,17 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const identity = identityOf(filename)
         const guardFile = stillThere(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle.
-        const reader = yield* SqliteClient.make({ filename, readonly: true })
+        const readConnection = yield* Connection.open({ filename, readonly: true })
+        const reader = readConnection.sql
+        const readerRaw = readConnection.raw
+        const values = (text: string, params: ReadonlyArray<unknown>) =>
+          Effect.suspend(() =>
+            // Between the steps of a read transaction of the @effect/sql face (sync), a raw read would
+            // see that transaction's snapshot: it waits its turn there instead.
+            readerRaw.inTransaction()
+              ? (reader.unsafe(text, params as Array<any>).values as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown>)
+              : Effect.try(() => readerRaw.values(text, params))
+          ).pipe(Effect.orDie)
         // Added before the writer, so it runs after the writer has stopped: the exact last position.
         let position: Effect.Effect<number> = Effect.succeed(0)
         yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
@@ -272,6 +286,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           id,
           catalog: operations.catalog,
           reader,
+          values,
           submit: writer.submit,
           position: writer.position,
           queued: writer.queued,

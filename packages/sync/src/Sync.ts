@@ -130,7 +130,11 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       )
 
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
-    const snapshot = Effect.fn("Sync.snapshot")(function* (
+    // A span without a captured stack: every snapshot page passes here.
+    const snapshot = (principal: Principal, view: View, database: Database, request: SnapshotRequest) =>
+      Effect.withSpan(snapshotBody(principal, view, database, request), "Sync.snapshot", { captureStackTrace: false })
+
+    const snapshotBody = Effect.fnUntraced(function* (
       principal: Principal,
       view: View,
       database: Database,

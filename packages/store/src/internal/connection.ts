@@ -18,6 +18,11 @@ export interface Raw {
   readonly statement: (text: string) => Sqlite.Statement
   /** Runs statements without results (`BEGIN`, `SAVEPOINT s`, ...). */
   readonly exec: (text: string) => void
+  /**
+   * Rows as arrays of column values, from a cached statement in raw mode. Synchronous: run it
+   * only while no transaction of the @effect/sql face is open (see `Raw.inTransaction`).
+   */
+  readonly values: (text: string, params: ReadonlyArray<unknown>) => ReadonlyArray<ReadonlyArray<unknown>>
   /** Whether a transaction is open on the connection. */
   readonly inTransaction: () => boolean
   /**
@@ -117,6 +122,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     })
 
     const statements = new Map<string, Sqlite.Statement>()
+    const valueStatements = new Map<string, Sqlite.Statement>()
     const raw: Raw = {
       statement: (text) => {
         let s = statements.get(text)
@@ -125,6 +131,15 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
           statements.set(text, s)
         }
         return s
+      },
+      values: (text, params) => {
+        let s = valueStatements.get(text)
+        if (s === undefined) {
+          if (valueStatements.size >= 500) valueStatements.clear()
+          s = db.prepare(text).raw(true)
+          valueStatements.set(text, s)
+        }
+        return s.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
       },
       exec: (text) => void db.exec(text),
       inTransaction: () => db.inTransaction,
