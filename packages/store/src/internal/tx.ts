@@ -4,7 +4,7 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
-import { v7 as uuidv7 } from "uuid"
+import { newId } from "./ids.js"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
 import type { Change } from "../Log.js"
@@ -145,7 +145,7 @@ export const makeTx = (raw: Raw, statements: ReadonlyMap<string, Statements>, ch
   const insert = (name: string, fields: Readonly<Record<string, unknown>>) =>
     Effect.sync(() => {
       const s = statementOf(name)
-      const id = uuidv7()
+      const id = newId()
       const row = toRow(s, { ...fields, id })
       check()
       raw.statement(s.insert).run(...s.columns.map((c) => row[c]))
