@@ -1,7 +1,8 @@
 /**
  * The single writer of one database: one bounded queue, one fiber draining it in
- * groups into one transaction (group commit), each invocation in its own savepoint,
- * its receipt and commit row in the same transaction as its effects.
+ * groups into one synchronous transaction on the raw write connection (group commit),
+ * each invocation in its own savepoint, its receipt and commit row in the same
+ * transaction as its effects.
  */
 import type { SqlClient } from "@effect/sql"
 import {
@@ -391,8 +392,8 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
 
     yield* work.pipe(
       Effect.zipRight(gather),
-      Effect.zipRight(take),
-      Effect.flatMap((items) => Effect.uninterruptible(runGroup(items))),
+      // Taken and committed without an interruption point in between: a taken invocation is always answered.
+      Effect.zipRight(Effect.uninterruptible(Effect.flatMap(take, runGroup))),
       Effect.forever,
       // The drain fiber outlives the request that activated the database: it keeps none of its annotations.
       Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),

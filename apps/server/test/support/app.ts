@@ -12,6 +12,7 @@ import { type DeploymentDefinition } from "@cairn/server/Deployment"
 import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
+import { Writer } from "@cairn/store"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { App } from "../../src/App.js"
 
@@ -49,6 +50,8 @@ export interface StartOptions {
   readonly restartOf?: Running
   /** The deployment to serve; the tracker by default. */
   readonly deployment?: DeploymentDefinition
+  /** Run by each writer group while it holds the write connection, before its transaction (`Writer.GroupPause`). */
+  readonly writerPause?: Effect.Effect<void>
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
 }
@@ -80,7 +83,8 @@ export const startApp = (options: StartOptions = {}) =>
       layer.pipe(
         Layer.provide(Settings.layer(settings)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
-        Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning))
+        Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning)),
+        Layer.provide(options.writerPause ? Layer.succeed(Writer.GroupPause, options.writerPause) : Layer.empty)
       )
     yield* Layer.build(provided(App(options.deployment ?? trackerDeployment)))
 
