@@ -1,7 +1,9 @@
 /**
  * `npm run bench -- sync`: (1) one commit delivered to 1,000 live sync clients over
  * loopback HTTP (NDJSON), each a member of the project, from just before the commit to
- * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=..`; (2) resuming
+ * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=..`, and the writer's
+ * acknowledgement of one commit with the 1,000 streams live over none:
+ * `sync-ack: ratio_1000_vs_0=..` (clients share this process: see the README); (2) resuming
  * a cursor 100 commits behind in a database of 10k versus 1M tasks (resume work must
  * not grow with the table): `sync-resume: ratio_1M_vs_10k=..`.
  */
@@ -182,6 +184,21 @@ const fanout = async () => {
         )
       )
       const samples: Array<number> = []
+      /** Milliseconds until the writer acknowledges one rename (median of `n`). */
+      const ackMillis = (n: number, prefix: string) =>
+        Effect.gen(function* () {
+          const times: Array<number> = []
+          for (let i = 0; i < n; i++) {
+            const start = performance.now()
+            yield* rename(`${prefix} ${i}`)
+            times.push(performance.now() - start)
+            // Let the streams deliver it before the next one (as the fan-out rounds do).
+            yield* Effect.sleep("50 millis")
+          }
+          return times.sort((a, b) => a - b)[Math.floor(n / 2)]!
+        })
+      const ackAlone = await runtime.runPromise(ackMillis(15, "Alone"))
+      let ackWithStreams = 0
       await runtime.runPromise(
         Effect.scoped(
           Effect.gen(function* () {
@@ -226,11 +243,15 @@ const fanout = async () => {
               yield* Effect.retry(all, { schedule: Schedule.spaced("5 millis"), times: 12_000 })
               for (const a of arrivals) samples.push(a.find((x) => x.title === title)!.at - start)
             }
+            ackWithStreams = yield* ackMillis(15, "Watched")
           })
         )
       )
       samples.sort((a, b) => a - b)
       console.log(`sync-fanout: clients=${CLIENTS} p50_ms=${percentile(samples, 50).toFixed(1)} p99_ms=${percentile(samples, 99).toFixed(1)}`)
+      console.log(
+        `sync-ack: ratio_1000_vs_0=${(ackWithStreams / ackAlone).toFixed(2)} (median ack ${ackWithStreams.toFixed(1)}ms with ${CLIENTS} live streams, ${ackAlone.toFixed(1)}ms with none)`
+      )
     } finally {
       await runtime.dispose()
     }

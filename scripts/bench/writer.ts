@@ -3,13 +3,15 @@
  * through `mutate` on one database (256 concurrent submitters, so group commit has
  * something to group) against raw better-sqlite3 writing the same rows (task, commit,
  * receipt) in one transaction per operation, same WAL file layout and `synchronous`.
- * Prints `writer: ops/s=.. baseline=.. ratio=..` (writer / raw).
+ * Prints `writer: ops/s=.. baseline=.. ratio=.. cpu_us_per_op=.. baseline_cpu_us_per_op=.. ops_per_group=..`
+ * (writer / raw; CPU time of the process, user + system, per committed operation in the best
+ * round; invocations per group commit, i.e. acknowledged writes per fsync).
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import Database from "better-sqlite3"
-import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Metric } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { compile } from "@cairn/catalog/Catalog"
 import { digest } from "@cairn/catalog/Digest"
@@ -18,7 +20,7 @@ import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
-import { Layout, Log, Position } from "@cairn/store"
+import { Layout, Log, Position, Writer } from "@cairn/store"
 import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -79,8 +81,16 @@ const writerRounds = async (dataDir: string) => {
         }
       })
       const start = performance.now()
+      const cpu = process.cpuUsage()
+      const groups = yield* Metric.value(Writer.groupSize)
       yield* Effect.all(Array.from({ length: SUBMITTERS }, () => submitter), { concurrency: "unbounded", discard: true })
-      return committed / ((performance.now() - start) / 1000)
+      const used = process.cpuUsage(cpu)
+      const after = yield* Metric.value(Writer.groupSize)
+      return {
+        rate: committed / ((performance.now() - start) / 1000),
+        cpuPerOp: (used.user + used.system) / committed,
+        perGroup: (after.sum - groups.sum) / Math.max(1, after.count - groups.count)
+      }
     })
   return { round: (seconds: number) => runtime.runPromise(round(seconds)), close: () => runtime.dispose() }
 }
@@ -130,9 +140,11 @@ const baselineRounds = (filename: string) => {
   const round = (seconds: number) => {
     let n = 0
     const start = performance.now()
+    const cpu = process.cpuUsage()
     const deadline = start + seconds * 1000
     while (performance.now() < deadline) operation(n++)
-    return n / ((performance.now() - start) / 1000)
+    const used = process.cpuUsage(cpu)
+    return { rate: n / ((performance.now() - start) / 1000), cpuPerOp: (used.user + used.system) / n, perGroup: 1 }
   }
   return { round: async (seconds: number) => round(seconds), close: async () => db.close() }
 }
@@ -146,15 +158,20 @@ export const run = async (): Promise<void> => {
     // drifts on a shared machine, and both sides should see the same drift. Best of each.
     await raw.round(0.5)
     await cairn.round(0.5)
-    let baseline = 0
-    let writer = 0
+    type Round = { readonly rate: number; readonly cpuPerOp: number; readonly perGroup: number }
+    const best = (a: Round | undefined, b: Round) => (a === undefined || b.rate > a.rate ? b : a)
+    let baseline: Round | undefined
+    let writer: Round | undefined
     for (let i = 0; i < ROUNDS; i++) {
-      baseline = Math.max(baseline, await raw.round(ROUND_SECONDS))
-      writer = Math.max(writer, await cairn.round(ROUND_SECONDS))
+      baseline = best(baseline, await raw.round(ROUND_SECONDS))
+      writer = best(writer, await cairn.round(ROUND_SECONDS))
     }
     await raw.close()
     await cairn.close()
-    console.log(`writer: ops/s=${writer.toFixed(0)} baseline=${baseline.toFixed(0)} ratio=${(writer / baseline).toFixed(2)}`)
+    console.log(
+      `writer: ops/s=${writer!.rate.toFixed(0)} baseline=${baseline!.rate.toFixed(0)} ratio=${(writer!.rate / baseline!.rate).toFixed(2)} ` +
+        `cpu_us_per_op=${writer!.cpuPerOp.toFixed(0)} baseline_cpu_us_per_op=${baseline!.cpuPerOp.toFixed(0)} ops_per_group=${writer!.perGroup.toFixed(1)}`
+    )
   } finally {
     rmSync(dir, { recursive: true, force: true })
   }

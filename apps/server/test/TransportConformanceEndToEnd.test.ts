@@ -309,7 +309,9 @@ const notesDeployment = {
       "Note.create": ({ input, tx }) => Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id })),
       "Note.explode": () => Effect.die(new Error("SQLITE_CORRUPT: SELECT * FROM note_7f3a in /var/lib/cairn/databases/0f3a.sqlite")),
       // A handler is an Effect; this one sleeps, so invocations queue up behind it.
-      "Note.slow": ({ input, tx }) => Effect.zipRight(Effect.sleep("300 millis"), Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id })))
+      // The writer is held by the test's group pause (a handler itself may not wait: its transaction
+      // never spans a yield to the event loop).
+      "Note.slow": ({ input, tx }) => Effect.map(tx.insert("Note", { text: input.text }), (id) => ({ id }))
     }
   ),
   databases: [{ name: "notebooks", schema: "notes", keyClaim: "org" }]
@@ -393,7 +395,12 @@ describe("failures inside the server, on every transport", () => {
 
   it.scopedLive("a full writer queue is 503 + Retry-After with nothing applied; the retried invocation commits exactly once", () =>
     Effect.gen(function* () {
-      const app = yield* startApp({ deployment: notesDeployment, env: { CAIRN_WRITER_QUEUE_LIMIT: "2", CAIRN_GROUP_COMMIT_MAX_BATCH: "1" } })
+      // Every group holds the write connection for 300 ms before its transaction: invocations queue up behind it.
+      const app = yield* startApp({
+        deployment: notesDeployment,
+        env: { CAIRN_WRITER_QUEUE_LIMIT: "2", CAIRN_GROUP_COMMIT_MAX_BATCH: "1" },
+        writerPause: Effect.sleep("300 millis")
+      })
       const token = yield* app.token({ sub: "alice", org: "acme" })
       const ids = Array.from({ length: 12 }, () => uuidv7())
       const slow = (id: string, i: number) => rpc(app, token, "Mutate", { operation: operation("Note", "slow"), input: { text: `n${i}` }, invocationId: id })

@@ -1,7 +1,9 @@
 /**
  * `POST {base}/mcp` and its OAuth discovery routes. Each request passes the bearer gate
- * (the same one as `/db/*`, for the `mcp` resource), then gets a fresh stateless SDK
- * server and web-standard transport bridged into the HttpLayerRouter; the tools call the
+ * (the same one as `/db/*`, for the `mcp` resource), then is answered by an SDK server
+ * taken from a pool (one request at a time each; the caller travels in the transport's
+ * `authInfo`, never in the server) over a fresh stateless web-standard transport bridged
+ * into the HttpLayerRouter; the tools call the
  * same `DataPlane` every other transport uses, and its refusals are answered in MCP's
  * layers: 403 `insufficient_scope`, 503 for an unavailable database, a JSON-RPC error
  * for an overloaded writer or a defect.
@@ -10,6 +12,7 @@ import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
 import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
+import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import type { Principal } from "@cairn/domain/Principal"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
@@ -59,18 +62,35 @@ interface Outcome {
   refusal?: Refusal
 }
 
-const makeServer = (plane: DataPlaneShape, principal: Principal, runtime: Runtime.Runtime<never>, outcome: Outcome): Server => {
+/** What one request's tool calls need, carried to the pooled server in the transport's `authInfo.extra`. */
+interface Call {
+  readonly principal: Principal
+  readonly runtime: Runtime.Runtime<never>
+  readonly outcome: Outcome
+}
+
+const callKey = "cairn.call"
+
+const callOf = (extra: { readonly authInfo?: AuthInfo | undefined }): Call => {
+  const call = extra.authInfo?.extra?.[callKey] as Call | undefined
+  if (call === undefined) throw new ProtocolError(ErrorCode.InternalError, "The request was not admitted. Retry it.")
+  return call
+}
+
+/** One SDK server; it answers for whoever the transport's `authInfo` names. */
+const makeServer = (plane: DataPlaneShape): Server => {
   const server = new Server(serverInfo, {
     capabilities: { tools: { listChanged: false } },
     instructions,
     jsonSchemaValidator: noValidator
   })
   server.setRequestHandler(ListToolsRequestSchema, () => ({ tools: [...tools] }))
-  server.setRequestHandler(CallToolRequestSchema, async (request): Promise<CallToolResult> => {
+  server.setRequestHandler(CallToolRequestSchema, async (request, extra): Promise<CallToolResult> => {
     const name = request.params.name
     if (!isToolName(name)) {
       throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
     }
+    const { outcome, principal, runtime } = callOf(extra)
     const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
     if (Exit.isSuccess(exit)) return exit.value
     const refusal = Cause.failureOption(exit.cause)
@@ -87,6 +107,9 @@ const makeServer = (plane: DataPlaneShape, principal: Principal, runtime: Runtim
   })
   return server
 }
+
+/** Idle servers kept for reuse (more are made under more concurrency, and dropped after). */
+const POOL_SIZE = 32
 
 const parseJson = (text: string): { readonly value: unknown } | undefined => {
   try {
@@ -134,7 +157,13 @@ export const McpRoutes = HttpLayerRouter.use(
     yield* router.add("GET", "/.well-known/oauth-protected-resource/mcp", metadataResponse)
     yield* router.add("GET", "/.well-known/oauth-protected-resource", metadataResponse)
 
-    const handle = Effect.fn("Mcp.request")(function* (request: HttpServerRequest.HttpServerRequest) {
+    const idle: Array<Server> = []
+
+    // A span without a captured stack: every MCP request passes here.
+    const handle = (request: HttpServerRequest.HttpServerRequest) =>
+      Effect.withSpan(handleBody(request), "Mcp.request", { captureStackTrace: false })
+
+    const handleBody = Effect.fnUntraced(function* (request: HttpServerRequest.HttpServerRequest) {
       // Authentication comes first: nothing about the endpoint is revealed to anonymous callers.
       const admitted = yield* Effect.either(gate.authenticate(request, "mcp"))
       if (admitted._tag === "Left") return admitted.left
@@ -158,19 +187,26 @@ export const McpRoutes = HttpLayerRouter.use(
         body
       })
       const outcome: Outcome = {}
+      const call: Call = { principal, runtime, outcome }
+      const authInfo: AuthInfo = { token: "", clientId: principal.subject, scopes: [...principal.scopes], extra: { [callKey]: call } }
       const response = yield* Effect.promise(async () => {
-        const server = makeServer(plane, principal, runtime, outcome)
+        const server = idle.pop() ?? makeServer(plane)
         // No sessionIdGenerator: stateless, so any instance can answer any request.
         const transport = new WebStandardStreamableHTTPServerTransport({
           enableJsonResponse: true,
           maxRequestBodySize: config.maxBodyBytes
         })
+        let reusable = false
         try {
           await server.connect(transport)
-          return await transport.handleRequest(webRequest, parsed === undefined ? undefined : { parsedBody: parsed.value })
+          const answer = await transport.handleRequest(webRequest, parsed === undefined ? { authInfo } : { parsedBody: parsed.value, authInfo })
+          reusable = true
+          return answer
         } finally {
+          // Closing the transport disconnects the server from it: the server is free for the next request.
           await transport.close()
-          await server.close()
+          if (reusable && server.transport === undefined && idle.length < POOL_SIZE) idle.push(server)
+          else await server.close()
         }
       })
       if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)

@@ -270,6 +270,28 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("the engine's 
     })
   )
 
+  it.effect("reused SDK servers: concurrent calls of two orgs each answer for their own caller", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const orgs = ["globex", "hooli"] as const
+      const headers = Object.fromEntries(
+        yield* Effect.forEach(orgs, (org) =>
+          Effect.map(token({ sub: `admin-${org}`, org, roles: ["admin"] }), (t) => [org, { authorization: `Bearer ${t}`, ...v }] as const)
+        )
+      )
+      for (const org of orgs) {
+        const created = yield* post(mcpUrl, call("mutate", { operation: op("Project", "create"), input: { name: `Only ${org}` }, invocationId: uuidv7() }), headers[org]!)
+        assert.strictEqual(created.json.result.structuredContent.outcome, "committed")
+      }
+      const projects = { version: 1, from: { kind: "entity", name: "Project" }, select: { name: { path: ["name"] } } }
+      const calls = Array.from({ length: 40 }, (_, i) => orgs[i % 2]!)
+      const answers = yield* Effect.forEach(calls, (org) => Effect.map(post(mcpUrl, call("query", { query: projects }), headers[org]!), (a) => [org, a] as const), {
+        concurrency: "unbounded"
+      })
+      for (const [org, answer] of answers) assert.deepStrictEqual(answer.json.result.structuredContent.rows, [{ name: `Only ${org}` }])
+    })
+  )
+
   it.effect("inaccessible: a hidden field answers exactly as a nonexistent one", () =>
     Effect.gen(function* () {
       const { mcpUrl, token } = yield* StackTag

@@ -110,6 +110,9 @@ interface OperationEntry {
   readonly references: ReadonlyArray<CompiledReference>
 }
 
+/** Views kept per compiled policy (one per distinct principal identity). */
+const VIEW_CACHE_CAPACITY = 1024
+
 /** Per-principal decisions shared by `view` and `mutation`. */
 class Decisions {
   private readonly reads = new Map<string, Resolved>()
@@ -158,8 +161,51 @@ export class CompiledPolicy {
     this.operations = new Map(operations.map((o) => [`${o.owner}.${o.name}`, o]))
   }
 
+  /** The claims any rule of this policy reads (besides subject, roles and scopes). */
+  private claimNames: ReadonlyArray<string> | undefined
+  /** Views by principal identity (see `identityOf`): a view is a pure function of it. Bounded. */
+  private readonly views = new Map<string, View>()
+
+  /**
+   * What of a principal this policy can see: subject, roles, scopes and the claims its rules
+   * name. Two principals with the same identity get the same view.
+   */
+  private identityOf(principal: Principal): string {
+    if (this.claimNames === undefined) {
+      const names = new Set<string>()
+      const seen = new Set<unknown>()
+      const walk = (u: unknown): void => {
+        if (typeof u !== "object" || u === null || seen.has(u)) return
+        seen.add(u)
+        const o = u as { readonly ref?: unknown; readonly op?: unknown; readonly name?: unknown }
+        if ((o.ref === "claim" || o.op === "hasClaim") && typeof o.name === "string") names.add(o.name)
+        for (const v of Array.isArray(u) ? u : Object.values(u)) walk(v)
+      }
+      walk([...this.entities.values()])
+      walk([...this.operations.values()])
+      this.claimNames = [...names].sort()
+    }
+    const claims = principal.claims as Readonly<Record<string, unknown>>
+    return JSON.stringify([
+      principal.subject,
+      principal.roles,
+      principal.scopes,
+      this.claimNames.map((n) => (Object.hasOwn(claims, n) ? [claims[n]] : []))
+    ])
+  }
+
   /** The principal's visible catalog: definitions, fields, operations and row scopes. */
   view(principal: Principal): View {
+    const key = this.identityOf(principal)
+    const cached = this.views.get(key)
+    if (cached !== undefined) return cached
+    const view = this.computeView(principal)
+    if (this.views.size >= VIEW_CACHE_CAPACITY) this.views.delete(this.views.keys().next().value!)
+    this.views.set(key, view)
+    return view
+  }
+
+  private computeView(principal: Principal): View {
     const d = new Decisions(this.catalog, this.entities, principal)
     const visible = new Set([...this.entities.keys()].filter((e) => d.entityVisible(e)))
     const hidden = new Set<string>()

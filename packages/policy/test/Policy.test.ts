@@ -149,6 +149,26 @@ describe("CompiledPolicy.view", () => {
       assert.deepStrictEqual(admin.rowScope("Doc"), RowScope.all)
     }))
 
+  it.effect("one view per principal identity: claims no rule reads do not matter, a claim a rule reads does", () =>
+    Effect.gen(function* () {
+      const policy = yield* compiled
+      const first = policy.view(principalOf("alice", { claims: { team: "red", exp: 1, jti: "a" } }))
+      // Another token of the same person: the same view, built once.
+      assert.strictEqual(policy.view(principalOf("alice", { claims: { team: "red", exp: 2, jti: "b" } })), first)
+      // The team claim is read by a rule: another team, another view, with its own row scope.
+      const blue = policy.view(principalOf("alice", { claims: { team: "blue", exp: 1 } }))
+      assert.notStrictEqual(blue, first)
+      assert.deepStrictEqual(blue.rowScope("Team"), RowScope.where({ op: "eq", path: ["name"], value: "blue" }))
+      // A claim that is absent is not the same as one that is present.
+      const none = policy.view(principalOf("alice"))
+      assert.notStrictEqual(none, first)
+      assert.deepStrictEqual(none.rowScope("Team"), RowScope.none)
+      // Roles and scopes are part of the identity.
+      assert.notStrictEqual(policy.view(principalOf("alice", { roles: ["admin"], claims: { team: "red" } })), first)
+      assert.notStrictEqual(policy.view(principalOf("alice", { scopes: ["grants"], claims: { team: "red" } })), first)
+      assert.notStrictEqual(policy.view(principalOf("bob", { claims: { team: "red" } })), first)
+    }))
+
   it.effect("hides entities, fields and operations whose conditions fail; unlisted ones never exist", () =>
     Effect.gen(function* () {
       const policy = yield* compiled

@@ -122,15 +122,15 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
         return yield* withLimits(describe(view, request))
-      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), Effect.withSpan("DataPlane.describe"))
+      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), Effect.withSpan("DataPlane.describe", { captureStackTrace: false }))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         const database = yield* open(principal)
-        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader }, request }))
-      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), Effect.withSpan("DataPlane.query"))
+        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
+      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), Effect.withSpan("DataPlane.query", { captureStackTrace: false }))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
@@ -148,7 +148,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
         }),
         Effect.scoped,
-        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate"))
+        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate", { captureStackTrace: false }))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
@@ -156,7 +156,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
-      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), Effect.withSpan("DataPlane.snapshot"))
+      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), Effect.withSpan("DataPlane.snapshot", { captureStackTrace: false }))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>

@@ -56,7 +56,7 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
         const requestId = correlation.id
         const started = yield* Clock.currentTimeMillis
 
-        return yield* Effect.useSpan("http.front", { kind: "server" }, (span) => {
+        return yield* Effect.useSpan("http.front", { kind: "server", captureStackTrace: false }, (span) => {
           const route = () => {
             const matched = span.attributes.get("http.route")
             return typeof matched === "string" ? matched : unmatched

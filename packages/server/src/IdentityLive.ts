@@ -166,6 +166,12 @@ const stringList = (value: unknown): ReadonlyArray<string> | undefined =>
         : undefined
 
 const MAX_TOKEN_LENGTH = 16_384
+/** Verified tokens kept at most (see `verify`). */
+const VERIFIED_CAPACITY = 4096
+/** A cached verification ends this long before the token's `exp`. */
+const VERIFIED_MARGIN_MS = 5_000
+/** ...and at most this long after it was made (keys rotate; a revoked issuer key stops working). */
+const VERIFIED_MAX_MS = 5 * 60_000
 const MAX_KEY_LENGTH = 256
 
 /** Builds the verifier; fails when the configuration is unsafe or incomplete. */
@@ -194,13 +200,45 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
 
     const ourAudiences = [...new Set(Object.values(config.audiences))]
 
-    const verify = Effect.fn("Identity.verify")(function* (token: string, resource: Resource) {
+    /**
+     * Tokens verified recently, by resource and token text, with the time (ms) until which the
+     * verification stands: shortly before `exp` (a token never outlives its expiry here).
+     * Bounded; the oldest entry leaves first. Only successes are cached.
+     */
+    const verified = new Map<string, { readonly principal: Principal; readonly until: number }>()
+
+    const remember = (key: string, principal: Principal, exp: number | undefined, now: number) => {
+      if (typeof exp !== "number") return
+      const until = Math.min(exp * 1000 - VERIFIED_MARGIN_MS, now + VERIFIED_MAX_MS)
+      if (until <= now) return
+      if (verified.size >= VERIFIED_CAPACITY) verified.delete(verified.keys().next().value!)
+      verified.set(key, { principal, until })
+    }
+
+    // A span without a captured stack: every request passes here.
+    const verify = (token: string, resource: Resource) =>
+      Effect.withSpan(
+        Effect.flatMap(Clock.currentTimeMillis, (now) => {
+          const key = `${resource} ${token}`
+          const hit = verified.get(key)
+          if (hit !== undefined) {
+            if (hit.until > now) return Effect.succeed(hit.principal)
+            verified.delete(key)
+          }
+          return Effect.tap(verifyFully(token, resource, now), (principal) =>
+            remember(key, principal, (principal.claims as { readonly exp?: number }).exp, now)
+          )
+        }),
+        "Identity.verify",
+        { captureStackTrace: false }
+      )
+
+    const verifyFully = Effect.fnUntraced(function* (token: string, resource: Resource, now: number) {
       if (token === "") return yield* new Unauthorized({ error: "invalid_request", description: "The request carries no bearer token." })
       if (token.length > MAX_TOKEN_LENGTH) return yield* invalid("The access token is too long.")
       const unverified = yield* Effect.try({ try: () => decodeJwt(token), catch: () => invalid("The access token is not a valid signed JWT.") })
       const verifier = typeof unverified.iss === "string" ? verifiers.get(unverified.iss) : undefined
       if (!verifier) return yield* invalid("The access token's issuer is not trusted here.")
-      const now = yield* Clock.currentTimeMillis
       const { payload, protectedHeader } = yield* Effect.tryPromise({
         try: () =>
           jwtVerify(token, verifier.key as Parameters<typeof jwtVerify>[1], {

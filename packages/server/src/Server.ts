@@ -2,7 +2,7 @@
  * The HTTP front: NodeHttpServer + HttpLayerRouter, serving every route layer the
  * deployment assembles. Logs one line with the public URL once listening.
  */
-import { createServer } from "node:http"
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { HttpLayerRouter, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
@@ -28,12 +28,50 @@ const announce = Layer.effectDiscard(
   })
 )
 
+/** How much more of a refused body is read and discarded while its refusal is written, and for how long. */
+const DRAIN_BYTES = 1 << 20
+const DRAIN_MS = 5_000
+
+/**
+ * The platform destroys a request whose body crosses the size limit mid-stream, which drops
+ * the connection before the 413 is written (a client still sending sees a hang-up). Instead,
+ * the rest of that body is read and discarded (bounded) while the answer goes out, and the
+ * connection closes after it.
+ */
+const answerBeforeClosing = (req: IncomingMessage, res: ServerResponse) => {
+  const destroy = req.destroy.bind(req)
+  req.destroy = ((error?: Error) => {
+    req.destroy = destroy
+    if (req.complete || req.destroyed || res.writableFinished) return destroy(error)
+    let drained = 0
+    const stop = () => {
+      clearTimeout(timer)
+      if (!req.complete) destroy(error)
+    }
+    const timer = setTimeout(stop, DRAIN_MS)
+    req.on("data", (chunk: Buffer | string) => {
+      drained += chunk.length
+      if (drained > DRAIN_BYTES) stop()
+    })
+    req.once("end", () => clearTimeout(timer))
+    res.shouldKeepAlive = false
+    req.resume()
+    return req
+  }) as typeof req.destroy
+}
+
+const createFrontServer = () => {
+  const server = createServer()
+  server.prependListener("request", answerBeforeClosing)
+  return server
+}
+
 /** Serves `routes` on the configured host and port. */
 export const serve = <E, R>(routes: Layer.Layer<never, E, R>) =>
   Layer.merge(HttpLayerRouter.serve(Layer.mergeAll(CoreRoutes, routes), { disableListenLog: true, disableLogger: true }), announce).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
-        Effect.map(Settings, (s) => NodeHttpServer.layer(createServer, { port: s.port, host: s.host }))
+        Effect.map(Settings, (s) => NodeHttpServer.layer(createFrontServer, { port: s.port, host: s.host }))
       )
     )
   )

@@ -290,6 +290,20 @@ describe("Identity (jose)", () => {
       assert.strictEqual(later.description, "The access token has expired.")
     }))
 
+  it.effect("a verified token is remembered per resource only: the same token stays refused for the other resource", () =>
+    Effect.gen(function* () {
+      const k = yield* keys
+      yield* TestClock.setTime(NOW * 1000)
+      const identity = yield* makeIdentity(configWith([k.main.publicJwk]))
+      const token = yield* sign(claimsFor("db"), k.main.privateKey)
+      const first = yield* identity.verify(token, "db")
+      const again = yield* identity.verify(token, "db")
+      assert.strictEqual(again.subject, first.subject)
+      assert.strictEqual(again.databaseKey, first.databaseKey)
+      const other = yield* Effect.flip(identity.verify(token, "mcp"))
+      assert.strictEqual(other.description, "The access token was issued for a different resource.")
+    }))
+
   it.effect("refuses a token without the database key claim, or with an unusable one, or without sub", () =>
     Effect.gen(function* () {
       const k = yield* keys

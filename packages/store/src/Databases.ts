@@ -16,6 +16,7 @@ import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
+import * as Connection from "./internal/connection.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import * as Migrations from "./Migrations.js"
@@ -33,6 +34,11 @@ export interface Database {
   readonly catalog: Catalog
   /** A read-only connection for queries and sync. */
   readonly reader: SqlClient.SqlClient
+  /**
+   * One statement on the read-only connection, its rows as arrays of column values: the
+   * planner's hot path (a cached prepared statement, run synchronously when the connection is free).
+   */
+  readonly values: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>>
   /** The single writer: every operation of this database passes through it. */
   readonly submit: (invocation: Writer.Invocation) => Effect.Effect<Receipt, Writer.SubmitError>
   /** The last committed position (0 when nothing is committed). */
@@ -215,21 +221,24 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // A database never registered is created here (its directory too, if it was removed).
         else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
         const opened = Effect.gen(function* () {
-          const sql = yield* SqliteClient.make({ filename })
-          yield* sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
-          return sql
+          const connection = yield* Connection.open({ filename })
+          yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
+          return connection
         })
+        let connection: Connection.Opened
         let sql: SqlClient.SqlClient
         let installId: string
         if (Option.isSome(registered)) {
           const entry = registered.value
           // Verified before the catalog is installed: nothing is written to a file that is not this database's.
-          sql = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+          connection = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
+          sql = connection.sql
           const position = yield* verify(id, sql, entry)
           if (position > entry.position) yield* registry.advance(id, position)
           installId = entry.install_id
         } else {
-          sql = yield* opened
+          connection = yield* opened
+          sql = connection.sql
           // A file from before the registry (or one whose registration a crash cut short) is adopted,
           // unless it is another registered database's file.
           const held = yield* installIdOf(sql)
@@ -249,15 +258,26 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const identity = identityOf(filename)
         const guardFile = stillThere(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle.
-        const reader = yield* SqliteClient.make({ filename, readonly: true })
+        const readConnection = yield* Connection.open({ filename, readonly: true })
+        const reader = readConnection.sql
+        const readerRaw = readConnection.raw
+        const values = (text: string, params: ReadonlyArray<unknown>) =>
+          Effect.suspend(() =>
+            // Between the steps of a read transaction of the @effect/sql face (sync), a raw read would
+            // see that transaction's snapshot: it waits its turn there instead.
+            readerRaw.inTransaction()
+              ? (reader.unsafe(text, params as Array<any>).values as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown>)
+              : Effect.try(() => readerRaw.values(text, params))
+          ).pipe(Effect.orDie)
         // Added before the writer, so it runs after the writer has stopped: the exact last position.
         let position: Effect.Effect<number> = Effect.succeed(0)
         yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
         const writer = yield* Writer.make({
           databaseId: id,
           sql,
+          raw: connection.raw,
           // The catalog's operations plus the internal `_cairn.migrate` of declared migrations (Migrations.ts).
-          operations: Migrations.withMigrations(operations, sql),
+          operations: Migrations.withMigrations(operations, connection.raw),
           guard: Migrations.guardWith(guard),
           queueLimit: config.writerQueueLimit,
           maxBatch: config.groupCommitMaxBatch,
@@ -283,6 +303,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           id,
           catalog: operations.catalog,
           reader,
+          values,
           submit: writer.submit,
           position: writer.position,
           queued: writer.queued,
@@ -402,8 +423,21 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * The database of `databaseKey`, created and laid out on first use. It stays open
      * (never closed under its users) until the caller's scope closes.
      */
-    const activate = Effect.fn("Databases.activate")(function* (databaseKey: DatabaseKey) {
-      const id = databaseId(databaseKey)
+    /** The ids of recently activated keys: one digest per key, not per request (bounded). */
+    const ids = new Map<DatabaseKey, DatabaseId>()
+    const idOf = (databaseKey: DatabaseKey) => {
+      let id = ids.get(databaseKey)
+      if (id === undefined) {
+        if (ids.size >= 4096) ids.clear()
+        id = databaseId(databaseKey)
+        ids.set(databaseKey, id)
+      }
+      return id
+    }
+
+    const activate = (databaseKey: DatabaseKey) =>
+      Effect.gen(function* () {
+      const id = idOf(databaseKey)
       const known = faults.get(id)
       if (known) return yield* refuse(id, known)
       // Counted before the RcMap reference is taken and released after it is dropped, so
@@ -418,7 +452,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       if (guardFile) yield* Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error))))
       yield* evictOverCapacity
       return database
-    })
+      }).pipe(Effect.withSpan("Databases.activate", { captureStackTrace: false }))
 
     /**
      * SQLite's `integrity_check` over the whole file of `databaseKey` (slow on a large file: on

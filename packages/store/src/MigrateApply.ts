@@ -7,11 +7,11 @@
  */
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Cause, Clock, Effect, Option } from "effect"
 import { databaseIds } from "./DatabasePlans.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
+import * as Connection from "./internal/connection.js"
 import * as Migrations from "./Migrations.js"
 import { type MutationGuardShape } from "./MutationGuard.js"
 import { type OperationCatalogShape } from "./OperationCatalog.js"
@@ -46,7 +46,7 @@ const applyOne = (
       const registry = yield* Registry
       const config = yield* StoreConfig
       const filename = join(dataDir, "databases", `${id}.sqlite`)
-      const sql = yield* SqliteClient.make({ filename })
+      const { raw, sql } = yield* Connection.open({ filename })
       yield* sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
       const held = yield* installIdOf(sql)
       if (Option.isNone(held)) return { databaseId: id, outcome: "failed", batches: 0, message: "its file has no install record" } satisfies Applied
@@ -68,7 +68,8 @@ const applyOne = (
       const writer = yield* Writer.make({
         databaseId: id,
         sql,
-        operations: Migrations.withMigrations(operations, sql),
+        raw,
+        operations: Migrations.withMigrations(operations, raw),
         guard: Migrations.guardWith(noCallers),
         queueLimit: config.writerQueueLimit,
         maxBatch: 1

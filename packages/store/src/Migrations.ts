@@ -23,6 +23,7 @@ import * as ChangePlan from "./ChangePlan.js"
 import { installTable } from "./Log.js"
 import { type MutationGuardShape } from "./MutationGuard.js"
 import { type OperationCatalogShape } from "./OperationCatalog.js"
+import type { Raw } from "./internal/connection.js"
 import type { Tx } from "./Tx.js"
 import type * as Writer from "./Writer.js"
 
@@ -82,23 +83,26 @@ const readProgress = (sql: SqlClient.SqlClient, name: string) =>
     (rows) => (rows[0] ? Schema.decodeUnknownSync(Progress)(rows[0]) : undefined)
   )
 
-/** Appends `name` to the install record's applied migrations (inside the caller's transaction). */
-const markApplied = (sql: SqlClient.SqlClient, name: string) =>
+/**
+ * Appends `name` to the install record's applied migrations, on the writer's connection inside
+ * its group transaction (synchronous: a writer transaction never spans a yield).
+ */
+const markApplied = (raw: Raw, name: string) =>
   Effect.gen(function* () {
-    const rows = yield* sql.unsafe<{ readonly representation: string }>(`SELECT representation FROM ${installTable} WHERE id = 1`)
-    const current = yield* ChangePlan.decodeRepresentation(rows[0]!.representation)
+    const row = raw.statement(`SELECT representation FROM ${installTable} WHERE id = 1`).get() as { readonly representation: string }
+    const current = yield* ChangePlan.decodeRepresentation(row.representation)
     const applied = current.migrations ?? []
     if (applied.includes(name)) return
     const updated = { ...current, migrations: [...applied, name] }
-    yield* sql.unsafe(`UPDATE ${installTable} SET representation = ? WHERE id = 1`, [canonicalJson(updated)])
+    raw.statement(`UPDATE ${installTable} SET representation = ? WHERE id = 1`).run(canonicalJson(updated))
   })
 
 /**
  * The catalog's operations plus `_cairn.migrate`, whose handler runs one batch of the named
- * migration over the writer's transactional API, then records the batch on `sql` (the
+ * migration over the writer's transactional API, then records the batch on `raw` (the
  * writer's own connection, so inside the same transaction).
  */
-export const withMigrations = (operations: OperationCatalogShape, sql: SqlClient.SqlClient): OperationCatalogShape => ({
+export const withMigrations = (operations: OperationCatalogShape, raw: Raw): OperationCatalogShape => ({
   catalog: operations.catalog,
   handler: (op) =>
     isMigrate(op)
@@ -108,14 +112,15 @@ export const withMigrations = (operations: OperationCatalogShape, sql: SqlClient
             const declared = operations.catalog.migrations.find((m) => m.name === migration)
             if (!declared?.step) return yield* Effect.dieMessage(`migration "${migration}" has no step`)
             const state = yield* declared.step(args.tx)
-            yield* Effect.orDie(
-              sql.unsafe(
-                `INSERT INTO ${progressTable} (name, batches, done, updated_at) VALUES (?, ?, ?, ?)
-                 ON CONFLICT (name) DO UPDATE SET batches = excluded.batches, done = excluded.done, updated_at = excluded.updated_at`,
-                [migration, batch, state === "done" ? 1 : 0, args.now]
-              )
+            yield* Effect.sync(() =>
+              raw
+                .statement(
+                  `INSERT INTO ${progressTable} (name, batches, done, updated_at) VALUES (?, ?, ?, ?)
+                 ON CONFLICT (name) DO UPDATE SET batches = excluded.batches, done = excluded.done, updated_at = excluded.updated_at`
+                )
+                .run(migration, batch, state === "done" ? 1 : 0, args.now)
             )
-            if (state === "done") yield* Effect.orDie(markApplied(sql, migration))
+            if (state === "done") yield* Effect.orDie(markApplied(raw, migration))
             return { migration, batch, state }
           })) as any)
       : operations.handler(op)

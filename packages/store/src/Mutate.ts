@@ -42,7 +42,11 @@ export const intentOf = (subject: string, operation: string, target: MutateReque
  * Invokes one operation. Failures are the public errors of the spec, `Overloaded`
  * (retryable, nothing applied), or a defect carrying an `InternalError`.
  */
-export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, request, database, resolve }: MutateArgs) {
+export const mutate = (args: MutateArgs) =>
+  // A span without a captured stack: this is the hot path of every write.
+  Effect.withSpan(mutateBody(args), "Mutate.mutate", { captureStackTrace: false })
+
+const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs) => Effect.gen(function* () {
   const ref = request.operation
   const operation = view.operation(ref.owner.name, ref.name)
   if (!operation) {
@@ -91,4 +95,4 @@ export const mutate = Effect.fn("Mutate.mutate")(function* ({ view, principal, r
   }
   // Replays pass the writer too: it answers them from the receipts in commit order.
   return yield* database.submit(invocation)
-}) satisfies (args: MutateArgs) => Effect.Effect<Receipt, unknown>
+})

@@ -1,15 +1,14 @@
 /**
  * The single writer of one database: one bounded queue, one fiber draining it in
- * groups into one transaction (group commit), each invocation in its own savepoint,
- * its receipt and commit row in the same transaction as its effects.
+ * groups into one synchronous transaction on the raw write connection (group commit),
+ * each invocation in its own savepoint, its receipt and commit row in the same
+ * transaction as its effects.
  */
 import type { SqlClient } from "@effect/sql"
 import {
   Cause,
-  Chunk,
-  Context,
   Clock,
-  Deferred,
+  Context,
   Effect,
   Exit,
   FiberId,
@@ -18,7 +17,7 @@ import {
   Metric,
   MetricBoundaries,
   Option,
-  Queue,
+  Runtime,
   Schema,
   Tracer,
   type Scope,
@@ -34,13 +33,14 @@ import { type Receipt } from "@cairn/domain/Receipt"
 import { type Target } from "@cairn/domain/References"
 import type { CompiledOperation } from "@cairn/catalog/Catalog"
 import { Rejection } from "./Handler.js"
-import { ChangeSet, makeTx, statementsFor } from "./internal/tx.js"
+import type { Raw } from "./internal/connection.js"
+import { ChangeSet, makeTx, statementsFor, TransactionEnded, type TxImpl } from "./internal/tx.js"
 import * as Receipts from "./internal/receipts.js"
 import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from "./Log.js"
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
-import { countWriteFault } from "./StorageFault.js"
 import * as Position from "./Position.js"
+import { countWriteFault } from "./StorageFault.js"
 
 /** One validated mutation intent, ready for the writer. */
 export interface Invocation {
@@ -83,6 +83,8 @@ export interface WriterOptions {
   readonly databaseId: string
   /** The one write connection of the file. */
   readonly sql: SqlClient.SqlClient
+  /** The same connection, raw: the group's transaction runs on it synchronously. */
+  readonly raw: Raw
   readonly operations: OperationCatalogShape
   readonly guard: MutationGuardShape
   readonly queueLimit: number
@@ -118,64 +120,78 @@ export const overloaded = () =>
 export const targetInaccessible = (entity: string) =>
   new Inaccessible({ message: `No accessible ${entity} has this id. Use an id returned by a query or a create operation.` })
 
+/**
+ * Tests only: runs in the writer's fiber while a group holds the write connection, before its
+ * transaction begins (so a test can hold the writer while invocations queue up behind it).
+ * Harmless by default: nothing.
+ */
+export class GroupPause extends Context.Reference<GroupPause>()("@cairn/store/Writer/GroupPause", {
+  defaultValue: (): Effect.Effect<void> => Effect.void
+}) {}
+
 interface Item {
   readonly invocation: Invocation
-  readonly deferred: Deferred.Deferred<Receipt, SubmitError>
+  readonly resume: (answer: Exit.Exit<Receipt, SubmitError>) => void
   /** The submitting request's log annotations: the drain fiber logs this invocation under them. */
   readonly annotations: HashMap.HashMap<string, unknown>
   /** The submitting request's span, which the group's span links to. */
   readonly span: Tracer.AnySpan | undefined
 }
 
-/** A `_cairn_commits` row, as the group's batch insert binds it. */
-type CommitRow = {
-  readonly position: number
-  readonly invocation_id: string
-  readonly operation: string
-  readonly target_entity: string | null
-  readonly target_id: string | null
-  readonly intent: string
-  readonly subject: string
-  readonly receipt: string
-  readonly changes: string
-  readonly committed_at: string
-}
-/** A `_cairn_receipts` row, as the group's batch insert binds it. */
-type ReceiptRow = {
-  readonly invocation_id: string
-  readonly intent: string
-  readonly outcome: "committed" | "rejected"
-  readonly position: number
-  readonly receipt: string
-}
-
 const correlationId = () => crypto.randomUUID()
 
-/** Builds the writer of one database; it stops (finishing its current group) with the scope. */
+/** The group's transaction failed as a whole (its pre-commit check). */
+class GroupFailed extends Error {
+  constructor(readonly failure: Cause.Cause<unknown>) {
+    super("group failed")
+  }
+}
+
+/** A defect found inside the synchronous group, logged once the group is over. */
+interface Defect {
+  readonly cause: Cause.Cause<unknown>
+  readonly message: string
+  readonly operation?: CompiledOperation | undefined
+  readonly id: string
+  /** The submitting request's log annotations, when the defect is one invocation's. */
+  readonly annotations?: HashMap.HashMap<string, unknown> | undefined
+}
+
+/** Waits for the next turn of the event loop's check phase: I/O that arrived meanwhile has been read. */
+const nextTurn = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
+/** How long a group waits at most for more invocations while they keep arriving. */
+const lingerMillis = 2
+
+const insertCommitSql = `INSERT INTO ${commitsTable} (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
+const insertReceiptSql = `INSERT INTO ${receiptsTable} (invocation_id, intent, outcome, position, receipt) VALUES (?, ?, ?, ?, ?)`
+
+/**
+ * Builds the writer of one database; it stops (finishing its current group) with the scope.
+ * Invocations wait in a plain array with their callers' callbacks; one fiber drains it in
+ * groups, each group one synchronous transaction on the raw write connection: no fiber or
+ * Deferred per invocation, and a transaction never spans a yield to the event loop (an
+ * operation that waits for something asynchronous dies, and its late calls touch nothing).
+ */
 export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope.Scope> =>
   Effect.gen(function* () {
-    const { sql, operations, guard, databaseId } = options
+    const { sql, raw, operations, guard, databaseId } = options
     const catalog = operations.catalog
     const statements = statementsFor(catalog)
+    const pause = yield* GroupPause
     let committed = yield* Effect.orDie(lastPosition(sql))
     const published = yield* SubscriptionRef.make(committed)
     let closed = false
-    const queue = yield* Queue.dropping<Item>(options.queueLimit)
+    let pending: Array<Item> = []
+    let wake: (() => void) | undefined
 
-    const defect = (cause: Cause.Cause<unknown>, message: string, operation?: CompiledOperation) =>
-      Effect.gen(function* () {
-        const id = correlationId()
-        yield* Effect.logError(message, cause).pipe(
-          Effect.annotateLogs({ correlationId: id, database: databaseId, ...(operation ? { operation: operationKey(operation) } : {}) })
-        )
-        return InternalError.withReference(id)
-      })
-
-    /** Guard, handler and output of one invocation, inside its savepoint. */
-    const attempt = (invocation: Invocation, changes: ChangeSet, now: string) =>
+    /** Guard, handler and output of one invocation, run synchronously inside its savepoint. */
+    const attempt = (invocation: Invocation, tx: TxImpl, now: string) =>
       Effect.gen(function* () {
         const op = invocation.operation
-        const tx = makeTx(sql, statements, changes)
         let stored: Readonly<Record<string, unknown>> | undefined
         let target: Record<string, unknown> | undefined
         if (op.targeted) {
@@ -220,72 +236,83 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     }
 
     /**
-     * One group: one transaction, a nested one (a savepoint) per invocation, receipts and
-     * log rows batched at the end. The client holds the write connection for the whole
-     * transaction, so nothing else (compaction) writes in between.
+     * One group, synchronously: one transaction, a savepoint per invocation, its receipt and
+     * commit rows inserted as it is decided. Throws (after rolling back) when the transaction
+     * fails as a whole. `run` runs an effect to its exit without leaving the thread.
      */
-    const transaction = (items: ReadonlyArray<Item>, now: string) =>
-      Effect.gen(function* () {
-        const decided = new Map(
-          yield* Receipts.load(sql, [...new Set(items.map((i) => i.invocation.invocationId))])
-        )
-        let position = committed
-        const answers: Array<Exit.Exit<Receipt, SubmitError>> = []
-        const commitRows: Array<CommitRow> = []
-        const receiptRows: Array<ReceiptRow> = []
-        const tally: Record<string, number> = {}
-        const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
+    const transaction = (
+      items: ReadonlyArray<Item>,
+      now: string,
+      run: <A, E>(effect: Effect.Effect<A, E>) => Exit.Exit<A, E>,
+      defects: Array<Defect>
+    ) => {
+      const decided = new Map<string, Receipts.StoredReceipt>()
+      let position = committed
+      const answers: Array<Exit.Exit<Receipt, SubmitError>> = []
+      const tally: Record<string, number> = {}
+      const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
+      const defect = (cause: Cause.Cause<unknown>, message: string, operation?: CompiledOperation, annotations?: HashMap.HashMap<string, unknown>) => {
+        const id = correlationId()
+        defects.push({ cause, message, operation, id, annotations })
+        return InternalError.withReference(id)
+      }
+      raw.exec("BEGIN IMMEDIATE")
+      try {
+        const insertCommit = raw.statement(insertCommitSql)
+        const insertReceipt = raw.statement(insertReceiptSql)
         for (const { annotations, invocation } of items) {
-          const prior = decided.get(invocation.invocationId)
+          const prior = decided.get(invocation.invocationId) ?? Receipts.loadSync(raw, invocation.invocationId)
           if (prior) {
-            const replay = yield* Effect.exit(Receipts.answer(prior, invocation.intent))
+            decided.set(invocation.invocationId, prior)
             note(prior.intent === invocation.intent ? "replayed" : "conflict")
-            answers.push(replay)
+            answers.push(Receipts.answerExit(prior, invocation.intent))
             continue
           }
           const changes = new ChangeSet()
+          const tx = makeTx(raw, statements, changes)
           // A failure rolls back to the invocation's savepoint: its neighbours in the group are untouched.
-          const exit = yield* Effect.exit(sql.withTransaction(attempt(invocation, changes, now)))
+          raw.exec("SAVEPOINT invocation")
+          let exit = run(attempt(invocation, tx, now))
+          tx.end()
+          if (Exit.isFailure(exit)) {
+            const died = Cause.dieOption(exit.cause)
+            if (Option.isSome(died) && Runtime.isAsyncFiberException(died.value)) {
+              // It waited for something asynchronous: stop it; its later calls die on the ended transaction.
+              died.value.fiber.unsafeInterruptAsFork(FiberId.none)
+              exit = Exit.die(new TransactionEnded())
+            }
+          }
           if (Exit.isSuccess(exit)) {
+            raw.exec("RELEASE invocation")
             position += 1
             const receipt = receiptOf(invocation, now, position, { output: exit.value })
             const receiptJson = JSON.stringify(receipt)
             const t = invocation.target
-            commitRows.push({
+            insertCommit.run(
               position,
-              invocation_id: invocation.invocationId,
-              operation: operationKey(invocation.operation),
-              target_entity: t ? t.entity : null,
-              target_id: t ? t.id : null,
-              intent: invocation.intent,
-              subject: invocation.principal.subject,
-              receipt: receiptJson,
-              changes: JSON.stringify(changes.toArray()),
-              committed_at: now
-            })
-            receiptRows.push({
-              invocation_id: invocation.invocationId,
-              intent: invocation.intent,
-              outcome: "committed",
-              position,
-              receipt: receiptJson
-            })
+              invocation.invocationId,
+              operationKey(invocation.operation),
+              t ? t.entity : null,
+              t ? t.id : null,
+              invocation.intent,
+              invocation.principal.subject,
+              receiptJson,
+              JSON.stringify(changes.toArray()),
+              now
+            )
+            insertReceipt.run(invocation.invocationId, invocation.intent, "committed", position, receiptJson)
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.succeed(receipt))
             note("committed")
             continue
           }
+          raw.exec("ROLLBACK TO invocation")
+          raw.exec("RELEASE invocation")
           const failure = Cause.failureOption(exit.cause)
           if (Option.isSome(failure) && (failure.value instanceof Rejection || failure.value instanceof OperationRejected)) {
             const reason = failure.value instanceof Rejection ? failure.value.reason : failure.value.message
             const receipt = receiptOf(invocation, now, position, { reason })
-            receiptRows.push({
-              invocation_id: invocation.invocationId,
-              intent: invocation.intent,
-              outcome: "rejected",
-              position,
-              receipt: JSON.stringify(receipt)
-            })
+            insertReceipt.run(invocation.invocationId, invocation.intent, "rejected", position, JSON.stringify(receipt))
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.fail(new OperationRejected({ message: reason, receipt })))
             note("rejected")
@@ -293,40 +320,57 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             answers.push(Exit.fail(failure.value))
             note("inaccessible")
           } else {
-            const error = yield* defect(
-              exit.cause,
-              "Operation handler failed; the invocation was rolled back and no receipt stored",
-              invocation.operation
-            ).pipe(Effect.locally(FiberRef.currentLogAnnotations, annotations))
+            const error = defect(exit.cause, "Operation handler failed; the invocation was rolled back and no receipt stored", invocation.operation, annotations)
             answers.push(Exit.die(error))
             note("defect")
           }
         }
-        if (commitRows.length > 0) yield* sql`INSERT INTO ${sql(commitsTable)} ${sql.insert(commitRows)}`
-        if (receiptRows.length > 0) yield* sql`INSERT INTO ${sql(receiptsTable)} ${sql.insert(receiptRows)}`
-        if (options.beforeCommit) yield* options.beforeCommit
-        return { answers, position, tally }
-      }).pipe(sql.withTransaction)
+        if (options.beforeCommit) {
+          const checked = run(options.beforeCommit)
+          if (Exit.isFailure(checked)) throw new GroupFailed(checked.cause)
+        }
+        raw.exec("COMMIT")
+      } catch (error) {
+        if (raw.inTransaction()) raw.exec("ROLLBACK")
+        throw error
+      }
+      return { answers, position, tally }
+    }
 
     const runGroup = (items: ReadonlyArray<Item>) =>
       Effect.gen(function* () {
-        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
         yield* Metric.update(groupSize, items.length)
+        yield* Effect.orDie(raw.hold)
+        yield* pause
+        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+        const runtime = yield* Effect.runtime<never>()
         // Statements get no spans of their own: the group's span covers them, at a fraction of the cost.
-        const result = yield* Effect.exit(Effect.withTracerEnabled(transaction(items, now), false))
-        if (Exit.isSuccess(result)) {
-          committed = result.value.position
+        const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runSyncExit(runtime, Effect.withTracerEnabled(effect, false))
+        const defects: Array<Defect> = []
+        let result: ReturnType<typeof transaction> | undefined
+        let failure: Cause.Cause<unknown> | undefined
+        try {
+          result = transaction(items, now, run, defects)
+        } catch (error) {
+          failure = error instanceof GroupFailed ? error.failure : Cause.die(error)
+        }
+        for (const d of defects) yield* logDefect(d)
+        if (result !== undefined) {
+          committed = result.position
+          for (let i = 0; i < items.length; i++) items[i]!.resume(result.answers[i]!)
           yield* SubscriptionRef.set(published, committed)
-          for (const [outcome, n] of Object.entries(result.value.tally)) yield* countOutcome(outcome, n)
-          yield* Effect.forEach(items, (item, i) => Deferred.done(item.deferred, result.value.answers[i]!), { discard: true })
+          for (const [outcome, n] of Object.entries(result.tally)) yield* countOutcome(outcome, n)
         } else {
           // The transaction failed as a whole (storage fault): nothing of the group was applied.
-          yield* countWriteFault(result.cause)
-          const error = yield* defect(result.cause, "Group commit failed; the whole group was rolled back")
+          yield* countWriteFault(failure!)
+          const id = correlationId()
+          yield* logDefect({ cause: failure!, message: "Group commit failed; the whole group was rolled back", id })
           yield* countOutcome("defect", items.length)
-          yield* Effect.forEach(items, (item) => Deferred.die(item.deferred, error), { discard: true })
+          const error = Exit.die(InternalError.withReference(id))
+          for (const item of items) item.resume(error)
         }
       }).pipe(
+        Effect.scoped,
         Effect.withSpan("Writer.group", {
           root: true,
           attributes: { "cairn.group.size": items.length },
@@ -335,9 +379,44 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         })
       )
 
-    yield* Queue.takeBetween(queue, 1, options.maxBatch).pipe(
-      Effect.tap((chunk) => Metric.incrementBy(queueDepth, -Chunk.size(chunk))),
-      Effect.flatMap((chunk) => Effect.uninterruptible(runGroup(Chunk.toReadonlyArray(chunk)))),
+    const logDefect = (d: Defect) =>
+      Effect.logError(d.message, d.cause).pipe(
+        Effect.annotateLogs({ correlationId: d.id, database: databaseId, ...(d.operation ? { operation: operationKey(d.operation) } : {}) }),
+        d.annotations === undefined ? (effect) => effect : Effect.locally(FiberRef.currentLogAnnotations, d.annotations)
+      )
+
+    /** Resumes when there is something to do. */
+    const work = Effect.async<void>((resume) => {
+      if (pending.length > 0) return resume(Effect.void)
+      wake = () => resume(Effect.void)
+    })
+
+    /** While invocations keep arriving (and the group is not full), waits a turn of the event loop. */
+    const gather = Effect.suspend(() => {
+      const until = performance.now() + lingerMillis
+      let seen = pending.length
+      const loop: Effect.Effect<void> = Effect.suspend(() =>
+        seen >= options.maxBatch || performance.now() >= until
+          ? Effect.void
+          : Effect.flatMap(nextTurn, () => {
+              if (pending.length === seen) return Effect.void
+              seen = pending.length
+              return loop
+            })
+      )
+      return loop
+    })
+
+    const take = Effect.suspend(() => {
+      const batch = pending.length <= options.maxBatch ? pending : pending.slice(0, options.maxBatch)
+      pending = pending.length <= options.maxBatch ? [] : pending.slice(options.maxBatch)
+      return Effect.as(Metric.incrementBy(queueDepth, -batch.length), batch)
+    })
+
+    yield* work.pipe(
+      Effect.zipRight(gather),
+      // Taken and committed without an interruption point in between: a taken invocation is always answered.
+      Effect.zipRight(Effect.uninterruptible(Effect.flatMap(take, runGroup))),
       Effect.forever,
       // The drain fiber outlives the request that activated the database: it keeps none of its annotations.
       Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
@@ -346,34 +425,33 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     )
 
     yield* Effect.addFinalizer(() =>
-      Effect.gen(function* () {
+      Effect.sync(() => {
         closed = true
-        const rest = yield* Queue.takeAll(queue)
-        yield* Metric.incrementBy(queueDepth, -Chunk.size(rest))
-        yield* Effect.forEach(rest, (item) => Deferred.fail(item.deferred, overloaded()), { discard: true })
-        yield* Queue.shutdown(queue)
-      })
+        const rest = pending
+        pending = []
+        const refused = Exit.fail(overloaded())
+        for (const item of rest) item.resume(refused)
+        return rest.length
+      }).pipe(Effect.flatMap((n) => Metric.incrementBy(queueDepth, -n)))
     )
 
     // No span of its own: it is one hop inside `Mutate.mutate`'s span.
-    const submit = (invocation: Invocation) =>
+    const submit = (invocation: Invocation): Effect.Effect<Receipt, SubmitError> =>
       Effect.suspend(() => {
         if (closed) return Effect.fail(overloaded())
-        const deferred = Deferred.unsafeMake<Receipt, SubmitError>(FiberId.none)
-        return Effect.flatMap(
-          Effect.withFiberRuntime<boolean>((fiber) =>
-            Queue.offer(queue, {
-              invocation,
-              deferred,
-              annotations: fiber.getFiberRef(FiberRef.currentLogAnnotations),
-              span: Option.getOrUndefined(Context.getOption(fiber.currentContext, Tracer.ParentSpan))
-            })
-          ),
-          (accepted) =>
-          accepted
-            ? Effect.zipRight(Metric.increment(queueDepth), Deferred.await(deferred))
-            : Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
-        )
+        if (pending.length >= options.queueLimit) return Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
+        return Effect.withFiberRuntime<Receipt, SubmitError>((fiber) => {
+          const annotations = fiber.getFiberRef(FiberRef.currentLogAnnotations)
+          const span = Option.getOrUndefined(Context.getOption(fiber.currentContext, Tracer.ParentSpan))
+          return Effect.zipRight(Metric.increment(queueDepth), Effect.async<Receipt, SubmitError>((resume) => {
+          pending.push({ invocation, resume, annotations, span })
+          if (wake !== undefined) {
+            const w = wake
+            wake = undefined
+            w()
+          }
+        }))
+        })
       })
 
     const compact = (through: number) =>
@@ -382,5 +460,5 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         Effect.withSpan("Writer.compact")
       )
 
-    return { submit, position: Effect.sync(() => committed), queued: Queue.size(queue), committed: published, compact }
+    return { submit, position: Effect.sync(() => committed), queued: Effect.sync(() => pending.length), committed: published, compact }
   })

@@ -150,6 +150,44 @@ describe("Writer", () => {
       }).pipe(Effect.provide(storeLayer({ dataDir, switches })))
     }))
 
+  it.scoped("an operation that yields to the event loop inside the transaction dies, writes nothing, even later; its group commits", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const switches: Switches = { latch: undefined, explode: false }
+      yield* Effect.gen(function* () {
+        // Hold the writer so that the async probe shares a group with its neighbours.
+        const latch = yield* Deferred.make<void>()
+        switches.latch = latch
+        switches.entered = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(send(request("Note", "create", { title: "Holder" })))
+        yield* Deferred.await(switches.entered)
+        switches.awaitPromise = true
+        const fibers: Array<Fiber.RuntimeFiber<Receipt, unknown>> = []
+        for (const req of [request("Note", "create", { title: "Before" }), request("Note", "probe", { title: "Async" }), request("Note", "create", { title: "After" })]) {
+          fibers.push(yield* Effect.fork(send(req)))
+          yield* queuedAtLeast(fibers.length)
+        }
+        switches.latch = undefined
+        const before = yield* Metric.value(Writer.groupSize)
+        yield* Deferred.succeed(latch, undefined)
+        yield* Fiber.join(holder)
+        const [first, probe, last] = yield* Effect.forEach(fibers, Fiber.await)
+        const after = yield* Metric.value(Writer.groupSize)
+        assert.strictEqual(after.sum - before.sum, 3, "the three queued invocations formed one group")
+        assert.isTrue(Exit.isSuccess(first) && Exit.isSuccess(last))
+        const defect = Exit.isFailure(probe!) ? Option.getOrUndefined(Cause.dieOption(probe.cause)) : undefined
+        assert.instanceOf(defect, InternalError)
+        // Let the interrupted handler's continuation (if any) run: it must not write.
+        for (let i = 0; i < 20; i++) yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+        assert.deepStrictEqual((yield* rows(`SELECT title FROM "Note" ORDER BY title`)).map((r) => r.title), ["After", "Before", "Holder"])
+        assert.strictEqual((yield* rows(`SELECT count(*) AS n FROM _cairn_receipts`))[0]!.n, 3)
+        // The connection is usable afterwards: no transaction was left open.
+        switches.awaitPromise = false
+        const next = yield* send(request("Note", "probe", { title: "Sync" }))
+        assert.strictEqual(next.position, Position.encode(4))
+      }).pipe(Effect.provide(storeLayer({ dataDir, switches })))
+    }))
+
   it.scoped("a full queue fails fast with Overloaded and applies nothing; the same request succeeds later", () =>
     Effect.gen(function* () {
       const dataDir = yield* tempDir

@@ -14,7 +14,7 @@ import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
-import { narrowingOf, replay } from "./internal/replay.js"
+import { narrowingOf, replay, type ReplayResult } from "./internal/replay.js"
 import type { Narrowing } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
@@ -114,6 +114,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           if (signal.users > 0 || signal.watcher === undefined) return Effect.void
           signals.delete(database.id)
           lookupCaches.delete(database.id)
+          replayed.delete(database.id)
           return Fiber.interrupt(signal.watcher)
         })
       )
@@ -131,7 +132,11 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       )
 
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
-    const snapshot = Effect.fn("Sync.snapshot")(function* (
+    // A span without a captured stack: every snapshot page passes here.
+    const snapshot = (principal: Principal, view: View, database: Database, request: SnapshotRequest) =>
+      Effect.withSpan(snapshotBody(principal, view, database, request), "Sync.snapshot", { captureStackTrace: false })
+
+    const snapshotBody = Effect.fnUntraced(function* (
       principal: Principal,
       view: View,
       database: Database,
@@ -216,6 +221,32 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       readonly newest: string | undefined
     }
 
+    /**
+     * Replayed commit ranges per database, shared by its streams: the changes after one position
+     * up to `last`, for one catalog, scope and access (a stream's view of the range is a function
+     * of exactly these and of the database's state at `last`). The first stream of a kind to
+     * read a range after a commit replays it; the others take its answer.
+     */
+    interface Replayed {
+      readonly result: ReplayResult
+      readonly newest: string | undefined
+    }
+    const replayed = new Map<string, Map<string, Replayed>>()
+    const replayKey = (view: View, scope: ResolvedScope, position: number, last: number) =>
+      `${position}|${last}|${view.token}|${scope.scopeDigest}|${scope.accessDigest}`
+    const remember = (database: Database, key: string, value: Replayed) => {
+      let byKey = replayed.get(database.id)
+      if (!byKey) {
+        replayed.set(database.id, (byKey = new Map()))
+        if (replayed.size > 256) replayed.delete(replayed.keys().next().value!)
+      }
+      // Bounded: the newest ranges (Map order is insertion order).
+      if (byKey.size >= 256) byKey.delete(byKey.keys().next().value!)
+      byKey.set(key, value)
+    }
+    /** The last position and the compaction watermark, read in one statement (one snapshot). */
+    const tipSql = `SELECT (SELECT coalesce(max(position), 0) FROM ${Log.commitsTable}), (SELECT coalesce(max(watermark), 0) FROM ${Log.compactionTable})`
+
     /** Everything after `position` up to now, as one batch or a resnapshot, read in one transaction. */
     const batch = (
       view: View,
@@ -227,14 +258,29 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     ) => {
       const reader = database.reader
       const refuse = (reason: ResnapshotReason): Step => ({ message: resnapshot(reason), position, newest: undefined })
-      return Effect.orDie(
+      const checked = (last: number, watermark: number): Step | undefined =>
+        position < watermark
+          ? refuse("history_compacted")
+          : position > last
+            ? refuse("cursor_mismatch")
+            : last - position > config.maxReplayCommits
+              ? refuse("history_compacted")
+              : undefined
+      const stepOf = (last: number, { newest, result }: Replayed): Step =>
+        result._tag === "AccessChanged"
+          ? refuse("access_changed")
+          : {
+              message: { _tag: "SyncBatch", changes: result.changes, checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: last }) },
+              position: last,
+              newest
+            }
+      const replayInTransaction = Effect.orDie(
         reader.withTransaction(
           Effect.gen(function* () {
             const last = yield* Log.lastPosition(reader)
             const watermark = yield* Log.watermark(reader)
-            if (position < watermark) return refuse("history_compacted")
-            if (position > last) return refuse("cursor_mismatch")
-            if (last - position > config.maxReplayCommits) return refuse("history_compacted")
+            const refused = checked(last, watermark)
+            if (refused !== undefined) return refused
             const commits = last === position ? [] : yield* Log.commitsAfter(reader, position, last - position)
             const result = yield* replay({
               catalog: view.catalog,
@@ -245,20 +291,21 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               cache: lookupCache(database, last),
               narrowing
             })
-            if (result._tag === "AccessChanged") return refuse("access_changed")
-            const step: Step = {
-              message: {
-                _tag: "SyncBatch",
-                changes: result.changes,
-                checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: last })
-              },
-              position: last,
-              newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined
-            }
-            return step
+            const value: Replayed = { result, newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined }
+            remember(database, replayKey(view, scope, position, last), value)
+            return stepOf(last, value)
           })
         )
       )
+      // One statement first: when another stream of the same kind already replayed this range, its answer is ours.
+      return Effect.flatMap(database.values(tipSql, []), (rows) => {
+        const last = Number(rows[0]?.[0] ?? 0)
+        const watermark = Number(rows[0]?.[1] ?? 0)
+        const refused = checked(last, watermark)
+        if (refused !== undefined) return Effect.succeed(refused)
+        const shared = replayed.get(database.id)?.get(replayKey(view, scope, position, last))
+        return shared !== undefined ? Effect.succeed(stepOf(last, shared)) : replayInTransaction
+      })
     }
 
     /**

@@ -301,6 +301,45 @@ describe("changes", () => {
       { retainedCommits: 2 }
     ))
 
+  it.scoped("many live streams of a few kinds share replayed ranges, yet each sees exactly its own view", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1, t2 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        // Three streams for each of three kinds (alice, carol, bob): equal views share ranges, others must not.
+        const callers = [alice, alice, alice, carol, carol, carol, bob, bob, bob]
+        const streams = yield* Effect.forEach(callers, (caller) =>
+          Effect.gen(function* () {
+            const snap = yield* snapshotAll(db, caller)
+            const view = yield* viewOf(caller)
+            const fiber = yield* sync.changes(caller, view, db, { scope: everything, cursor: snap.checkpoint.cursor }).pipe(
+              Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(10)),
+              Stream.runCollect,
+              Effect.fork
+            )
+            return { caller, snap, fiber }
+          })
+        )
+        yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
+        yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
+        yield* run(alice, "Task", "complete", {}, t1)
+        yield* run(bob, "Task", "create", { projectId: (yield* visibleTo(db, bob)).get(`Task/${t2}`)!["projectId"] as string, title: "Bob's" })
+        for (const { caller, fiber, snap } of streams) {
+          const messages = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+          for (const m of messages) {
+            assert.strictEqual(m._tag, "SyncBatch")
+            if (m._tag === "SyncBatch") assert.strictEqual(m.checkpoint.subject, caller.subject)
+            applyBatch(snap.records, m)
+          }
+          // The oracle: what a fresh authorized read shows this caller now.
+          assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller))
+          if (caller.subject === "bob") assert.deepStrictEqual(kinds(messages).filter((k) => k.includes(t1)), [])
+          else assert.deepStrictEqual(kinds(messages).filter((k) => k.includes(t2)), [])
+        }
+      })
+    ))
+
   it.scoped("a live stream delivers each commit as it happens until the caller stops", () =>
     withEngine(
       Effect.gen(function* () {

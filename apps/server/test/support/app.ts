@@ -12,6 +12,7 @@ import { type DeploymentDefinition } from "@cairn/server/Deployment"
 import { Settings, type SettingsShape } from "@cairn/server/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
+import { Writer } from "@cairn/store"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel } from "effect"
 import { App } from "../../src/App.js"
 
@@ -51,6 +52,8 @@ export interface StartOptions {
   readonly deployment?: DeploymentDefinition
   /** Extra routes, e.g. the demo page (`DemoPage`) that `npm start` serves. */
   readonly pages?: Parameters<typeof App>[1]
+  /** Run by each writer group while it holds the write connection, before its transaction (`Writer.GroupPause`). */
+  readonly writerPause?: Effect.Effect<void>
   /** Least severe log level printed; `Warning` by default, to keep test output readable. */
   readonly logLevel?: LogLevel.LogLevel
   /** Replaces the default logger (e.g. to capture the lines a test reads). */
@@ -85,7 +88,8 @@ export const startApp = (options: StartOptions = {}) =>
         Layer.provide(Settings.layer(settings)),
         Layer.provide(Layer.setConfigProvider(ConfigProvider.fromMap(env))),
         Layer.provide(Logger.minimumLogLevel(options.logLevel ?? LogLevel.Warning)),
-        Layer.provide(options.logger === undefined ? Layer.empty : Logger.replace(Logger.defaultLogger, options.logger))
+        Layer.provide(options.logger === undefined ? Layer.empty : Logger.replace(Logger.defaultLogger, options.logger)),
+        Layer.provide(options.writerPause ? Layer.succeed(Writer.GroupPause, options.writerPause) : Layer.empty)
       )
     yield* Layer.build(provided(App(options.deployment ?? trackerDeployment, options.pages)))
 

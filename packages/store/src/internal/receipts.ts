@@ -2,11 +2,11 @@
  * Answers from a stored receipt: the same intent gets the stored result (a committed
  * receipt, or the stored rejection); another intent under the same id is a conflict.
  */
-import { SqlSchema, type SqlClient } from "@effect/sql"
-import { Effect, Schema } from "effect"
+import { Effect, Exit, Schema } from "effect"
 import { InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
 import { Receipt } from "@cairn/domain/Receipt"
 import { receiptsTable } from "../Log.js"
+import type { Raw } from "./connection.js"
 
 export interface StoredReceipt {
   readonly intent: string
@@ -29,20 +29,24 @@ export const answer = (
       ? Effect.fail(new OperationRejected({ message: stored.receipt.reason ?? "The operation was rejected.", receipt: stored.receipt }))
       : Effect.succeed(stored.receipt)
 
-/** A `_cairn_receipts` row as replays read it: the receipt JSON decoded, not cast. */
-const StoredRow = Schema.Struct({
-  invocation_id: Schema.String,
-  intent: Schema.String,
-  receipt: Schema.parseJson(Receipt)
-})
+/** The receipt JSON of a stored row, decoded, not cast. */
+const decodeReceipt = Schema.decodeUnknownSync(Schema.parseJson(Receipt))
 
-/** Stored receipts of these invocation ids, in one statement. A row that does not decode is a defect. */
-export const load = (sql: SqlClient.SqlClient, ids: ReadonlyArray<string>) =>
-  SqlSchema.findAll({
-    Request: Schema.Array(Schema.String),
-    Result: StoredRow,
-    execute: (ids) => sql`SELECT invocation_id, intent, receipt FROM ${sql(receiptsTable)} WHERE ${sql.in("invocation_id", ids)}`
-  })(ids).pipe(
-    Effect.map((rows) => new Map<string, StoredReceipt>(rows.map((r) => [r.invocation_id, { intent: r.intent, receipt: r.receipt }]))),
-    Effect.catchTag("ParseError", Effect.die)
-  )
+/**
+ * The stored receipt of an invocation id, if any, read synchronously on the held write
+ * connection. A row that does not decode throws (a defect of the whole group).
+ */
+export const loadSync = (raw: Raw, id: string): StoredReceipt | undefined => {
+  const row = raw.statement(`SELECT intent, receipt FROM ${receiptsTable} WHERE invocation_id = ?`).get(id) as
+    | { readonly intent: string; readonly receipt: string }
+    | undefined
+  return row === undefined ? undefined : { intent: row.intent, receipt: decodeReceipt(row.receipt) }
+}
+
+/** `answer` as an exit, for the writer's synchronous group. */
+export const answerExit = (stored: StoredReceipt, intent: string): Exit.Exit<Receipt, OperationRejected | InvocationConflict> =>
+  stored.intent !== intent
+    ? Exit.fail(conflict())
+    : stored.receipt.outcome === "rejected"
+      ? Exit.fail(new OperationRejected({ message: stored.receipt.reason ?? "The operation was rejected.", receipt: stored.receipt }))
+      : Exit.succeed(stored.receipt)

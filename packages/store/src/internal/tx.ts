@@ -1,15 +1,15 @@
 /**
- * The transactional API over the writer connection. Reads and writes go through
- * prepared statements whose identifiers come from the compiled catalog only; every
+ * The transactional API over the writer connection. Reads and writes go through raw
+ * prepared statements (cached per connection) whose identifiers come from the compiled catalog only; every
  * write is folded into the invocation's change list (first before, last after).
  */
-import type { SqlClient } from "@effect/sql"
-import { Effect, type Either, Option, type ParseResult, Schema } from "effect"
-import { v7 as uuidv7 } from "uuid"
+import { Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { newId } from "./ids.js"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
 import type { Change } from "../Log.js"
 import type { Tx } from "../Tx.js"
+import type { Raw } from "./connection.js"
 
 type Stored = Readonly<Record<string, unknown>>
 
@@ -67,98 +67,133 @@ export class ChangeSet {
 
 const die = (message: string) => Effect.die(new Error(message))
 
+/** A handler that gave up the thread mid-transaction: its late calls must never reach the connection. */
+export class TransactionEnded extends Error {
+  constructor() {
+    super("The transaction ended while the operation still used it: an operation (or the mutation guard) waited for something asynchronous; only synchronous work may run inside the writer's transaction")
+  }
+}
+
 export interface TxImpl extends Tx {
   /** The stored form of a record (`Layout.decodeRecord`), for the guard and target checks. */
   readonly getStored: (entity: string, id: string) => Effect.Effect<Option.Option<Stored>>
   /** Decodes a stored record with its entity's schema (a mismatch is a defect). */
   readonly decode: (entity: string, stored: Stored) => Effect.Effect<Record<string, unknown>>
+  /** Ends this transactional view: every later call dies with `TransactionEnded`. */
+  readonly end: () => void
 }
 
-export const makeTx = (
-  sql: SqlClient.SqlClient,
-  statements: ReadonlyMap<string, Statements>,
-  changes: ChangeSet
-): TxImpl => {
-  const of = (name: string) => {
-    const s = statements.get(name)
-    return s ? Effect.succeed(s) : die(`unknown entity "${name}"`)
+/**
+ * The transactional API of one invocation over the raw write connection: every call is one
+ * synchronous prepared statement (the writer runs the invocation without yielding to the
+ * event loop). Once `end` is called, any call dies and touches nothing.
+ */
+export const makeTx = (raw: Raw, statements: ReadonlyMap<string, Statements>, changes: ChangeSet): TxImpl => {
+  let live = true
+  const check = () => {
+    if (!live) throw new TransactionEnded()
   }
-  const run = <A extends object>(text: string, params: ReadonlyArray<unknown>) =>
-    Effect.orDie(sql.unsafe<A>(text, params))
+  const statementOf = (name: string) => {
+    const s = statements.get(name)
+    if (!s) throw new Error(`unknown entity "${name}"`)
+    return s
+  }
+
+  const storedSync = (s: Statements, id: string): Stored | undefined => {
+    check()
+    const row = raw.statement(s.select).get(id) as Record<string, unknown> | undefined
+    return row === undefined ? undefined : Layout.decodeRecord(s.entity, row)
+  }
 
   const getStored = (name: string, id: string) =>
-    Effect.flatMap(of(name), (s) =>
-      Effect.map(run<Record<string, unknown>>(s.select, [id]), (rows) =>
-        rows.length === 0 ? Option.none<Stored>() : Option.some<Stored>(Layout.decodeRecord(s.entity, rows[0]!))
-      )
-    )
+    Effect.sync(() => {
+      const stored = storedSync(statementOf(name), id)
+      return stored === undefined ? Option.none<Stored>() : Option.some<Stored>(stored)
+    })
 
-  const decode = (name: string, stored: Stored) => Effect.flatMap(of(name), (s) => Effect.orDie(s.decodeRecord(stored)))
+  const decodeSync = (s: Statements, stored: Stored) => Either.getOrThrowWith(s.decodeRecord(stored), (e) => e)
+  const decode = (name: string, stored: Stored) => Effect.sync(() => decodeSync(statementOf(name), stored))
 
   /** Validates a whole record against the entity schema and returns its stored row. */
   const toRow = (s: Statements, record: Record<string, unknown>) =>
-    Effect.map(Effect.orDie(s.encodeRecord(record)), (encoded) => Layout.encodeRecord(s.entity, encoded))
+    Layout.encodeRecord(s.entity, Either.getOrThrowWith(s.encodeRecord(record), (e) => e))
 
   const findBy = (name: string, where: Readonly<Record<string, unknown>>) =>
-    Effect.gen(function* () {
-      const s = yield* of(name)
+    Effect.sync(() => {
+      const s = statementOf(name)
       const clauses: Array<string> = []
       const params: Array<unknown> = []
       for (const [fieldName, value] of Object.entries(where)) {
         const field = fieldName === "id" ? undefined : s.entity.field(fieldName)
-        if (fieldName !== "id" && !field) return yield* die(`unknown field "${name}.${fieldName}"`)
+        if (fieldName !== "id" && !field) throw new Error(`unknown field "${name}.${fieldName}"`)
         if (value === undefined || value === null) {
           clauses.push(`${Layout.quote(fieldName)} IS NULL`)
           continue
         }
-        const encoded = field ? yield* Effect.orDie(Schema.encodeUnknown(field.schema)(value)) : value
+        const encoded = field ? Schema.encodeUnknownSync(field.schema)(value) : value
         clauses.push(`${Layout.quote(fieldName)} = ?`)
         params.push(field ? Layout.encodeValue(field, encoded) : encoded)
       }
       const text = `SELECT ${s.columns.map(Layout.quote).join(", ")} FROM ${Layout.tableName(s.entity)}${
         clauses.length > 0 ? ` WHERE ${clauses.join(" AND ")}` : ""
       } ORDER BY "id"`
-      const rows = yield* run<Record<string, unknown>>(text, params)
-      return yield* Effect.forEach(rows, (row) => decode(name, Layout.decodeRecord(s.entity, row)))
+      check()
+      const rows = raw.statement(text).all(...params) as Array<Record<string, unknown>>
+      return rows.map((row) => decodeSync(s, Layout.decodeRecord(s.entity, row)))
     })
 
   const insert = (name: string, fields: Readonly<Record<string, unknown>>) =>
-    Effect.gen(function* () {
-      const s = yield* of(name)
-      const id = uuidv7()
-      const row = yield* toRow(s, { ...fields, id })
-      yield* run(s.insert, s.columns.map((c) => row[c]))
+    Effect.sync(() => {
+      const s = statementOf(name)
+      const id = newId()
+      const row = toRow(s, { ...fields, id })
+      check()
+      raw.statement(s.insert).run(...s.columns.map((c) => row[c]))
       changes.record(name, id, null, Layout.decodeRecord(s.entity, row))
       return id
     })
 
   const patch = (name: string, id: string, fields: Readonly<Record<string, unknown>>) =>
-    Effect.gen(function* () {
-      const s = yield* of(name)
-      const before = yield* getStored(name, id)
-      if (Option.isNone(before)) return yield* die(`patch of a missing ${name} record`)
-      const current = yield* decode(name, before.value)
-      const row = yield* toRow(s, { ...current, ...fields, id })
-      yield* run(s.update, [...s.entity.fields.map((f) => row[f.name]), id])
+    Effect.sync(() => {
+      const s = statementOf(name)
+      const before = storedSync(s, id)
+      if (before === undefined) throw new Error(`patch of a missing ${name} record`)
+      const current = decodeSync(s, before)
+      const row = toRow(s, { ...current, ...fields, id })
+      check()
+      raw.statement(s.update).run(...s.entity.fields.map((f) => row[f.name]), id)
       const after = Layout.decodeRecord(s.entity, row)
-      changes.record(name, id, before.value, after)
-      return yield* decode(name, after)
+      changes.record(name, id, before, after)
+      return decodeSync(s, after)
     })
 
   const remove = (name: string, id: string) =>
-    Effect.gen(function* () {
-      const s = yield* of(name)
-      const before = yield* getStored(name, id)
-      if (Option.isNone(before)) return false
-      yield* run(s.remove, [id])
-      changes.record(name, id, before.value, null)
+    Effect.sync(() => {
+      const s = statementOf(name)
+      const before = storedSync(s, id)
+      if (before === undefined) return false
+      raw.statement(s.remove).run(id)
+      changes.record(name, id, before, null)
       return true
     })
 
   const get = (name: string, id: string) =>
-    Effect.flatMap(getStored(name, id), (stored) =>
-      Option.isNone(stored) ? Effect.succeed(Option.none()) : Effect.map(decode(name, stored.value), Option.some)
-    )
+    Effect.sync(() => {
+      const s = statementOf(name)
+      const stored = storedSync(s, id)
+      return stored === undefined ? Option.none() : Option.some(decodeSync(s, stored))
+    })
 
-  return { get, findBy, insert, patch, delete: remove, getStored, decode } as unknown as TxImpl
+  return {
+    get,
+    findBy,
+    insert,
+    patch,
+    delete: remove,
+    getStored,
+    decode,
+    end: () => {
+      live = false
+    }
+  } as unknown as TxImpl
 }

@@ -1,6 +1,7 @@
 /**
  * A small catalog for store tests (notes with a counter) and its handlers, with
- * switches a test flips to make a handler wait on a latch or fail with a defect;
+ * switches a test flips to hold the writer on a latch, or make a handler fail with a defect
+ * or wait for something asynchronous;
  * plus a temp data directory, the store layers over it, a permissive mutation guard
  * (tests only: production provides the policy's), and `mutate` as the DataPlane calls it.
  */
@@ -16,7 +17,7 @@ import { DatabaseKey, InvocationIdFromString } from "@cairn/domain/Ids"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
-import { Handler, Handlers } from "@cairn/store"
+import { Handler, Handlers, Writer } from "@cairn/store"
 import { Databases } from "@cairn/store/Databases"
 import { mutate as mutateIn, type MutateArgs } from "@cairn/store/Mutate"
 import { type MutationGuardShape, MutationGuard } from "@cairn/store/MutationGuard"
@@ -80,7 +81,7 @@ export const NoteRemove = Operation.make({
 export const NoteProbe = Operation.make({
   owner: Note,
   name: "probe",
-  description: "Test switchboard: waits on the latch, then writes a note, then fails with a defect when told to.",
+  description: "Test switchboard: writes a note, then fails with a defect (or first waits for a promise) when told to.",
   targeted: false,
   input: Schema.Struct({ title: Schema.String }),
   output: Created
@@ -93,12 +94,23 @@ export const notes = RootSchema.make("notes", {
 
 /** What the probe handler does; tests set these before invoking it. */
 export interface Switches {
-  /** Completed by the probe once it runs inside the writer. */
+  /** Completed by the writer once a group holds the write connection (before its transaction). */
   entered?: Deferred.Deferred<void> | undefined
-  /** The probe waits for it before writing. */
+  /** While set, each group waits for it while holding the write connection. */
   latch: Deferred.Deferred<void> | undefined
   explode: boolean
+  /** The probe awaits a promise (yields to the event loop) before writing. */
+  awaitPromise?: boolean
 }
+
+/** The writer's test pause, driven by the switches. */
+const pauseOf = (switches: Switches) =>
+  Effect.suspend(() =>
+    Effect.gen(function* () {
+      if (switches.entered) yield* Deferred.succeed(switches.entered, undefined)
+      if (switches.latch) yield* Deferred.await(switches.latch)
+    })
+  )
 
 export const makeHandlers = (switches: Switches) =>
   Handlers.make(
@@ -119,8 +131,7 @@ export const makeHandlers = (switches: Switches) =>
       "Note.remove": ({ target, tx }) => Effect.map(tx.delete("Note", target.id), (removed) => ({ removed })),
       "Note.probe": ({ input, tx }) =>
         Effect.gen(function* () {
-          if (switches.entered) yield* Deferred.succeed(switches.entered, undefined)
-          if (switches.latch) yield* Deferred.await(switches.latch)
+          if (switches.awaitPromise) yield* Effect.promise(() => Promise.resolve())
           const id = yield* tx.insert("Note", { title: input.title, done: false, count: 0 })
           const found = yield* tx.findBy("Note", { title: input.title })
           if (Option.isNone(yield* tx.get("Note", id)) || found.length === 0) return yield* Effect.dieMessage("own write not visible")
@@ -154,6 +165,7 @@ export const storeLayer = (options: StoreOptions) => {
   const { switches, guard, root, ...config } = options
   const catalog = root ? Effect.orDie(compile(root)) : compiledNotes
   return Databases.Default.pipe(
+    Layer.provide(Layer.succeed(Writer.GroupPause, switches ? pauseOf(switches) : Effect.void)),
     Layer.provide(StoreConfig.layer(config)),
     Layer.provide(OperationCatalog.layer(catalog, makeHandlers(switches ?? { latch: undefined, explode: false }))),
     Layer.provide(Layer.succeed(MutationGuard, guard ?? allowAll))
