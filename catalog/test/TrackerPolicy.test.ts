@@ -147,13 +147,16 @@ describe("tracker policy: visibility", () => {
       assert.include((adminSeen.cards[0]!.fields ?? []) as Array<string>, "email")
     }).pipe(Effect.provide(Keys)))
 
-  it.effect("the catalog token covers the policy", () =>
+  it.effect("the compiled catalog token covers the policy; views admit it", () =>
     Effect.gen(function* () {
       const { catalog, policy } = yield* setup
       const again = yield* Policy.compile(catalog, trackerPolicy)
       assert.strictEqual(again.digest, policy.digest)
-      assert.strictEqual(policy.view(bob).token, catalog.withPolicyDigest(policy.digest).token)
-      assert.notStrictEqual(policy.view(bob).token, catalog.token)
+      assert.strictEqual(policy.catalog.token, catalog.withPolicyDigest(policy.digest).token)
+      assert.notStrictEqual(policy.catalog.token, catalog.token)
+      // A view's token is a version per definition it shows; the whole-catalog token is still admitted.
+      assert.match(policy.view(bob).token, /^v2\./)
+      assert.isTrue(policy.view(bob).admits(policy.catalog.token, []))
     }))
 })
 

@@ -268,7 +268,11 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             readerRaw.inTransaction()
               ? (reader.unsafe(text, params as Array<any>).values as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown>)
               : Effect.try(() => readerRaw.values(text, params))
-          ).pipe(Effect.orDie)
+          ).pipe(
+            Effect.orDie,
+            // One cheap span per read statement (no captured stack, no text, never its values).
+            Effect.withSpan("sql.query", { captureStackTrace: false, attributes: { "db.system": "sqlite" } })
+          )
         // Added before the writer, so it runs after the writer has stopped: the exact last position.
         let position: Effect.Effect<number> = Effect.succeed(0)
         yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
