@@ -197,6 +197,33 @@ describe("the Prometheus endpoint through the real App", () => {
       assert.strictEqual(onPublic, 404)
     }), 60_000)
 
+  it.scopedLive("a full writer queue counts overloaded receipts, and the queue depth returns to zero", () =>
+    Effect.gen(function* () {
+      const metricsPort = yield* freePort()
+      // Every group holds the write connection 200 ms before its transaction; one invocation per group, two may wait.
+      const app = yield* startApp({
+        env: { CAIRN_METRICS_PORT: String(metricsPort), CAIRN_WRITER_QUEUE_LIMIT: "2", CAIRN_GROUP_COMMIT_MAX_BATCH: "1" },
+        writerPause: Effect.sleep("200 millis")
+      })
+      const metricsUrl = `http://127.0.0.1:${metricsPort}/metrics`
+      const acme = yield* app.token({ sub: "alice", org: "acme" })
+      // Metrics are the process's: this test reads what its own traffic added.
+      const before = yield* scrape(metricsUrl)
+      const answers = yield* Effect.forEach(
+        Array.from({ length: 8 }, (_, i) => i),
+        (i) => rpc(app, acme, "Mutate", createProject(`P${i}`, uuidv7())),
+        { concurrency: "unbounded" }
+      )
+      const refused = answers.filter((a) => a.status === 503).length
+      assert.isAbove(refused, 0, "some invocations must find the queue full")
+      const families = yield* scrape(metricsUrl)
+      const added = (outcome: string) =>
+        total(families, "cairn_mutations_total", { outcome }) - total(before, "cairn_mutations_total", { outcome })
+      assert.strictEqual(added("overloaded"), refused)
+      assert.strictEqual(added("committed"), answers.length - refused)
+      assert.strictEqual(total(families, "cairn_writer_queue_depth"), 0)
+    }), 60_000)
+
   it.scopedLive("the operator switches MCP and sync off: their routes are 404; no metrics port, no listener", () =>
     Effect.gen(function* () {
       const app = yield* startApp({ env: { CAIRN_MCP: "off", CAIRN_SYNC: "off" } })
