@@ -10,6 +10,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { afterAll, describe, expect, it } from "@effect/vitest"
+import { whenListening } from "./support/listening.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
 
@@ -92,23 +93,9 @@ const serve = async (args: ReadonlyArray<string>, env: Record<string, string>) =
     stdio: ["ignore", "pipe", "pipe"]
   })
   children.push(child)
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 50)
-    child.once("exit", (code) => {
-      clearInterval(timer)
-      reject(new Error(`cairn serve exited early (${code}):\n${output}`))
-    })
-  })
+  const { output } = await whenListening(child, "cairn serve")
   return {
-    output: () => output,
+    output,
     stop: () =>
       new Promise<number | null>((resolve) => {
         child.once("exit", (code) => resolve(code))

@@ -7,6 +7,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { describe, expect, it } from "@effect/vitest"
+import { whenListening } from "./support/listening.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
 
@@ -17,22 +18,8 @@ const start = async () => {
     env: { ...process.env, CAIRN_PORT: String(port), CAIRN_DATA_DIR: mkdtempSync(join(tmpdir(), "cairn-main-")), CAIRN_STAGE: "test" },
     stdio: ["ignore", "pipe", "pipe"]
   })
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 50)
-    child.once("exit", (code) => {
-      clearInterval(timer)
-      reject(new Error(`server exited early (${code}):\n${output}`))
-    })
-  })
-  return { child, port, output: () => output }
+  const { output } = await whenListening(child, "server")
+  return { child, port, output }
 }
 
 const exitOf = (child: ChildProcess) =>

@@ -5,6 +5,7 @@ import { mkdtempSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { whenListening } from "./listening.js"
 
 export const root = fileURLToPath(new URL("../../../..", import.meta.url))
 
@@ -37,24 +38,10 @@ export const killAll = () => {
 export const serve = async (app: string, env: Record<string, string>) => {
   const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/cli.ts", "serve", "--app", app], { cwd: root, env: { ...cleanEnv(), ...env }, stdio: ["ignore", "pipe", "pipe"] })
   children.push(child)
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 20)
-    child.once("exit", (code) => {
-      clearInterval(timer)
-      reject(new Error(`cairn serve exited early (${code}):\n${output}`))
-    })
-  })
+  const { output } = await whenListening(child, "cairn serve")
   const exited = new Promise<number | null>((resolve) => child.once("exit", (code, signal) => resolve(code ?? (signal === "SIGKILL" ? -9 : null))))
   return {
-    output: () => output,
+    output,
     kill: () => {
       child.kill("SIGKILL")
       return exited
