@@ -14,9 +14,9 @@ import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
-import { narrowingOf, replay, type ReplayResult } from "./internal/replay.js"
+import { narrowingOf, replay, type ReplayResult, stateAtStart } from "./internal/replay.js"
 import type { Narrowing } from "./internal/rows.js"
-import { type ResolvedScope, resolveScope } from "./internal/scope.js"
+import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
@@ -158,20 +158,46 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         reader.withTransaction(
           Effect.gen(function* () {
             const start = continuation ? continuation.start : yield* Log.lastPosition(reader)
+            // A later page reads a later state than the snapshot's start (its checkpoint, where
+            // replay resumes): the rows committed since are sent as they were at the start, else
+            // the client would keep a record that appeared and left its view between the two
+            // (replay decides each record from its state at the start, not from what a page sent).
+            const last = continuation ? yield* Log.lastPosition(reader) : start
+            let since: ReadonlyArray<Log.Commit> = []
+            if (last > start) {
+              if (last - start > config.maxReplayCommits || start < (yield* Log.watermark(reader))) return undefined
+              since = yield* Log.commitsAfter(reader, start, last - start)
+            }
+            const narrowing = since.length > 0 ? narrowingOf(view.catalog, scope) : undefined
             let entry = continuation?.entry ?? 0
             let after = continuation?.after ?? null
             const records: Array<SyncRecord> = []
             let bytes = 0
             while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes) {
+              const scopeEntry = scope.entries[entry]!
               const part = yield* readPage({
                 catalog: view.catalog,
                 reader,
-                entry: scope.entries[entry]!,
+                entry: scopeEntry,
                 after,
                 maxRecords: config.pageRows - records.length,
                 maxBytes: config.pageBytes - bytes
               })
-              records.push(...part.records)
+              if (since.length > 0) {
+                // This part covers the ids after `after` up to its last id (to the end when exhausted).
+                const lower = after
+                const upper = part.exhausted ? null : part.last
+                const covers = (id: string) => (lower === null || id > lower) && (upper === null || id <= upper)
+                const atStart = yield* stateAtStart({ catalog: view.catalog, entry: scopeEntry, reader, commits: since, covers, ...(narrowing ? { narrowing } : {}) })
+                if (atStart.touched.size > 0) {
+                  const kept = part.records.filter((r) => !atStart.touched.has(r.id))
+                  for (const image of atStart.visible) {
+                    kept.push({ entity: scopeEntry.entity.name, id: image["id"] as string, record: strip(scopeEntry, image) })
+                  }
+                  kept.sort((a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0))
+                  records.push(...kept)
+                } else records.push(...part.records)
+              } else records.push(...part.records)
               bytes += part.bytes
               if (!part.exhausted) {
                 after = part.last
@@ -184,6 +210,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           })
         )
       )
+      if (page === undefined) return yield* restartSnapshot("The log moved too far past this snapshot's start.")
       const sent = (continuation?.sent ?? 0) + page.records.length
       if (sent > config.maxSnapshotRows) {
         return yield* new QueryBudgetExceeded({

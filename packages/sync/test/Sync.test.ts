@@ -142,6 +142,40 @@ describe("snapshot", () => {
 })
 
 describe("changes", () => {
+  it.scoped("a snapshot whose pages span commits converges: a record created after its start and gone from view before its end is not kept", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1, p2, t1 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        // Page 1 at the snapshot's start (position 6): t1 only.
+        const first = yield* sync.snapshot(carol, view, db, { scope: tasksOnly })
+        assert.deepStrictEqual(first.records.map((r) => r.id), [t1])
+        // A task carol may see is created after the start, read by the next page, then moved out of her view.
+        const t3 = idOf(yield* run(alice, "Task", "create", { projectId: p1, title: "Transient" }))
+        const renamed = idOf(yield* run(alice, "Task", "create", { projectId: p1, title: "Before" }))
+        yield* run(alice, "Task", "rename", { title: "Between" }, t1)
+        const records = new Map<string, Record<string, unknown>>()
+        for (const r of first.records) records.set(`${r.entity}/${r.id}`, { ...r.record })
+        let page = yield* sync.snapshot(carol, view, db, { scope: tasksOnly, after: first.next! })
+        for (const r of page.records) records.set(`${r.entity}/${r.id}`, { ...r.record })
+        yield* run(erin, "Task", "move", { projectId: p2 }, t3)
+        yield* run(alice, "Task", "rename", { title: "After" }, renamed)
+        yield* run(alice, "Task", "rename", { title: "Launch" }, t1)
+        while (page.checkpoint === undefined) {
+          page = yield* sync.snapshot(carol, view, db, { scope: tasksOnly, after: page.next! })
+          for (const r of page.records) records.set(`${r.entity}/${r.id}`, { ...r.record })
+        }
+        assert.strictEqual(page.checkpoint.position, Position.encode(6))
+        for (const m of yield* changesOnce(db, carol, page.checkpoint.cursor, tasksOnly, view)) applyBatch(records, m)
+        const expected = new Map([...(yield* visibleTo(db, carol, tasksOnly))].filter(([k]) => k.startsWith("Task/")))
+        assert.isFalse(records.has(`Task/${t3}`))
+        assert.deepStrictEqual(records, expected)
+      }),
+      { pageRows: 1 }
+    ))
+
   it.scoped("a resume delivers exactly the authorized changes, in one batch with a new checkpoint", () =>
     withEngine(
       Effect.gen(function* () {

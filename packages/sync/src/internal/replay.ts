@@ -151,37 +151,85 @@ export interface ReplayOptions {
   readonly narrowing?: Narrowing
 }
 
+/** Every row the commits touched, by entity and id: its first before image and last after image. */
+const touchedBy = (commits: ReadonlyArray<LogCommit>): Map<string, Map<string, Touched>> => {
+  const touched = new Map<string, Map<string, Touched>>()
+  for (const commit of commits) {
+    for (const change of commit.changes) {
+      let byId = touched.get(change.entity)
+      if (!byId) touched.set(change.entity, (byId = new Map()))
+      const seen = byId.get(change.id)
+      if (seen) {
+        seen.last = change.after
+        seen.position = commit.position
+      } else byId.set(change.id, { first: change.before, last: change.after, position: commit.position })
+    }
+  }
+  return touched
+}
+
+/** Lookups at the start of the range: the current state with every touched row undone to its first before image. */
+const lookupAtStart =
+  (lookupNow: LookupEffect<SqlError.SqlError, never>, touched: Map<string, Map<string, Touched>>): LookupEffect<SqlError.SqlError, never> =>
+  (entity, field, value) =>
+    Effect.map(lookupNow(entity, field, value), (found) => {
+      const changed = touched.get(entity)
+      if (!changed) return found
+      const wanted = norm(value)
+      const kept = found.filter((r) => !changed.has(r["id"] as string))
+      for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
+      return kept
+    })
+
+export interface StartState {
+  /** Ids of the entry's entity that the commits touched: the current state of these rows is not the start's. */
+  readonly touched: ReadonlySet<string>
+  /** The start images of those touched rows the principal could see at the start. */
+  readonly visible: ReadonlyArray<RecordValue>
+}
+
+/**
+ * What the rows of one scope entry touched by `commits` (everything after a position up to
+ * the reader's state) were at that position, as the principal saw them. A snapshot page read
+ * after its snapshot's start sends these instead of their current state, so every page shows
+ * the start: a replay from the snapshot's checkpoint (the start) then decides each record
+ * against what the client really holds.
+ */
+export const stateAtStart = (options: {
+  readonly catalog: Catalog
+  readonly entry: ScopeEntry
+  readonly reader: SqlClient.SqlClient
+  readonly commits: ReadonlyArray<LogCommit>
+  readonly narrowing?: Narrowing
+  /** Only rows whose id this accepts are decided (a page covers a range of ids). */
+  readonly covers?: (id: string) => boolean
+}): Effect.Effect<StartState, SqlError.SqlError> =>
+  Effect.gen(function* () {
+    const { catalog, entry } = options
+    const touched = touchedBy(options.commits)
+    const changed = touched.get(entry.entity.name)
+    if (!changed) return { touched: new Set(), visible: [] }
+    const lookupStart = lookupAtStart(rows(catalog, options.reader, new Map(), options.narrowing).lookup, touched)
+    const visible: Array<RecordValue> = []
+    for (const [id, t] of changed) {
+      if (options.covers !== undefined && !options.covers(id)) continue
+      if (t.first && (yield* inScopeEffect(catalog, entry.entity.name, entryFilter(entry), t.first, lookupStart))) visible.push(t.first)
+    }
+    return { touched: new Set(changed.keys()), visible }
+  })
+
 export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
   Effect.gen(function* () {
     const { catalog, scope, reader, commits } = options
 
-    const touched = new Map<string, Map<string, Touched>>()
-    for (const commit of commits) {
-      for (const change of commit.changes) {
-        let byId = touched.get(change.entity)
-        if (!byId) touched.set(change.entity, (byId = new Map()))
-        const seen = byId.get(change.id)
-        if (seen) {
-          seen.last = change.after
-          seen.position = commit.position
-        } else byId.set(change.id, { first: change.before, last: change.after, position: commit.position })
-      }
-    }
+    const touched = touchedBy(commits)
 
     // Reads of the current state, shared by every evaluation of this batch.
     const current = rows(catalog, reader, options.cache, options.narrowing)
     const rowsWhere = current.where
     const lookupNow = current.lookup
     // The start of the range: undo every touched row to its first before image.
-    const lookupStart: LookupEffect<SqlError.SqlError, never> = (entity, field, value) =>
-      Effect.map(lookupNow(entity, field, value), (found) => {
-        const changed = touched.get(entity)
-        if (!changed) return found
-        const wanted = norm(value)
-        const kept = found.filter((r) => !changed.has(r["id"] as string))
-        for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
-        return kept
-      })
+    const lookupStart = lookupAtStart(lookupNow, touched)
 
     const visible = (entry: ScopeEntry, record: RecordValue | null, lookup: LookupEffect<SqlError.SqlError, never>) =>
       record === null ? Effect.succeed(false) : inScopeEffect(catalog, entry.entity.name, entryFilter(entry), record, lookup)
