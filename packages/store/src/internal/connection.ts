@@ -10,7 +10,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Cache, Duration, Effect, Scope } from "effect"
+import { Cache, Duration, Effect, Scope, Stream } from "effect"
 
 /** Synchronous access to the connection: only for code that holds the connection (see `Raw.hold`). */
 export interface Raw {
@@ -100,8 +100,11 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
         )
         return transformRows ? Effect.map(effect, transformRows) : effect
       },
-      executeStream() {
-        return Effect.dieMessage("executeStream not implemented") as any
+      // better-sqlite3 reads synchronously: the rows are read at once, then streamed.
+      executeStream(text, params, transformRows) {
+        return Stream.flatMap(Stream.fromEffect(run(text, params)), (rows) =>
+          Stream.fromIterable(transformRows ? transformRows(rows) : rows)
+        )
       }
     }
 
