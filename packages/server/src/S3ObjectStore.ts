@@ -6,8 +6,8 @@
  * durability point, so `put` answers only after it. A blob's `touchedAt` is its LastModified,
  * which `touch` restarts by copying the object onto itself.
  */
-import { createHash, randomUUID } from "node:crypto"
-import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readdirSync, rmSync, statSync, writeSync } from "node:fs"
+import { randomUUID } from "node:crypto"
+import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs"
 import { join } from "node:path"
 import type { Readable } from "node:stream"
 import {
@@ -19,8 +19,8 @@ import {
   PutObjectCommand,
   S3Client
 } from "@aws-sdk/client-s3"
-import { type Blob, ObjectStoreError, type ObjectStoreShape, TooLarge } from "@cairn/store/ObjectStore"
-import { Effect, Option, Stream } from "effect"
+import { type Blob, ObjectStoreError, type ObjectStoreShape, writeHashed } from "@cairn/store/ObjectStore"
+import { Effect, Option } from "effect"
 
 export interface S3Options {
   readonly client: S3Client
@@ -80,27 +80,9 @@ export const makeS3 = (options: S3Options): ObjectStoreShape => {
       }),
       (file) =>
         Effect.gen(function* () {
-          const hash = createHash("sha256")
-          let size = 0
-          yield* Stream.runForEachChunk(body, (chunks) =>
-            Effect.suspend((): Effect.Effect<void, TooLarge | ObjectStoreError> => {
-              for (const chunk of chunks) {
-                if (size + chunk.byteLength > limit) return Effect.fail(new TooLarge({ limit }))
-                try {
-                  size += chunk.byteLength
-                  hash.update(chunk)
-                  let offset = 0
-                  while (offset < chunk.byteLength) offset += writeSync(file.fd, chunk, offset, chunk.byteLength - offset)
-                } catch (cause) {
-                  return Effect.fail(new ObjectStoreError({ cause }))
-                }
-              }
-              return Effect.void
-            })
-          )
+          const { sha256, size } = yield* writeHashed(file.fd, body, limit)
           closeSync(file.fd)
           file.open = false
-          const sha256 = hash.digest("hex")
           const existing = yield* head(databaseId, sha256)
           if (Option.isSome(existing)) {
             // De-duplicated: keep the stored bytes, restart their retention clock.

@@ -61,6 +61,38 @@ export interface ObjectStoreShape {
 
 export class ObjectStore extends Context.Tag("@cairn/store/ObjectStore")<ObjectStore, ObjectStoreShape>() {}
 
+/**
+ * Writes `body` to the open file `fd` chunk by chunk as it arrives (nothing held beyond one
+ * batch), hashing as it goes and bounding the garbage of streaming; stops with `TooLarge` past
+ * `limit` bytes. Every backend stages an upload through this before storing it.
+ */
+export const writeHashed = <E>(
+  fd: number,
+  body: Stream.Stream<Uint8Array, E>,
+  limit: number
+): Effect.Effect<{ readonly sha256: string; readonly size: number }, TooLarge | ObjectStoreError | E> =>
+  Effect.suspend(() => {
+    const hash = createHash("sha256")
+    let size = 0
+    return Stream.runForEachChunk(body, (chunks): Effect.Effect<void, TooLarge | ObjectStoreError> =>
+      Effect.suspend((): Effect.Effect<void, TooLarge | ObjectStoreError> => {
+        for (const chunk of chunks) {
+          if (size + chunk.byteLength > limit) return Effect.fail(new TooLarge({ limit }))
+          try {
+            relieve(size, size + chunk.byteLength)
+            size += chunk.byteLength
+            hash.update(chunk)
+            let offset = 0
+            while (offset < chunk.byteLength) offset += writeSync(fd, chunk, offset, chunk.byteLength - offset)
+          } catch (cause) {
+            return Effect.fail(new ObjectStoreError({ cause }))
+          }
+        }
+        return Effect.void
+      })
+    ).pipe(Effect.map(() => ({ sha256: hash.digest("hex"), size })))
+  })
+
 const SHA256 = /^[0-9a-f]{64}$/
 const ID = /^[A-Za-z0-9_-]{1,128}$/
 
@@ -87,27 +119,7 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
       }),
       (file) =>
         Effect.gen(function* () {
-          const hash = createHash("sha256")
-          let size = 0
-          // Chunk by chunk as they arrive, a whole batch per step: nothing is held beyond one batch.
-          yield* Stream.runForEachChunk(body, (chunks): Effect.Effect<void, TooLarge | ObjectStoreError> =>
-            Effect.suspend((): Effect.Effect<void, TooLarge | ObjectStoreError> => {
-              for (const chunk of chunks) {
-                if (size + chunk.byteLength > limit) return Effect.fail(new TooLarge({ limit }))
-                try {
-                  relieve(size, size + chunk.byteLength)
-                  size += chunk.byteLength
-                  hash.update(chunk)
-                  let offset = 0
-                  while (offset < chunk.byteLength) offset += writeSync(file.fd, chunk, offset, chunk.byteLength - offset)
-                } catch (cause) {
-                  return Effect.fail(new ObjectStoreError({ cause }))
-                }
-              }
-              return Effect.void
-            })
-          )
-          const sha256 = hash.digest("hex")
+          const { sha256, size } = yield* writeHashed(file.fd, body, limit)
           return yield* attempt(() => {
             fsyncSync(file.fd)
             closeSync(file.fd)
