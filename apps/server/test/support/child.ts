@@ -7,6 +7,8 @@ import { accessScopes } from "@cairn/domain/AccessScope"
 import { Settings } from "@cairn/server/Settings"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { ConfigProvider, Effect } from "effect"
+import { whenListening } from "./listening.js"
+
 
 const root = fileURLToPath(new URL("../../../..", import.meta.url))
 
@@ -35,26 +37,11 @@ export const launchChild = async (
     env: { ...process.env, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_STAGE: "test", CAIRN_DEV_ISSUER_URL: issuer, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
-  let output = ""
-  child.stdout!.on("data", (d) => (output += d))
-  child.stderr!.on("data", (d) => (output += d))
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once("exit", (code, signal) => resolve({ code, signal }))
   )
-  const server: Child = { child, base: `http://127.0.0.1:${port}`, port, issuer, dataDir, output: () => output, exited }
-  await new Promise<void>((resolve, reject) => {
-    const timer = setInterval(() => {
-      if (output.includes("Cairn listening on")) {
-        clearInterval(timer)
-        resolve()
-      }
-    }, 50)
-    void exited.then(({ code }) => {
-      clearInterval(timer)
-      reject(new Error(`server exited early (${code}):\n${output}`))
-    })
-  })
-  return server
+  const { output } = await whenListening(child)
+  return { child, base: `http://127.0.0.1:${port}`, port, issuer, dataDir, output, exited }
 }
 
 /** Kills the child if it still runs, and waits for it. */
