@@ -33,8 +33,11 @@ export class View {
 
   /** The catalog token this view issues: a version per visible definition (see `CatalogVersion`). */
   get token(): string {
-    return CatalogVersion.tokenOf(this.catalog, this.entities(), this.operations())
+    // A view never changes, so neither does its token: every request reads it.
+    return (this.tokenCache ??= CatalogVersion.tokenOf(this.catalog, this.entities(), this.operations()))
   }
+
+  private tokenCache: string | undefined
 
   /** Whether a request made under `token` may run: every definition it touches is unchanged for it. */
   admits(token: string, touched: ReadonlyArray<CatalogVersion.Touched>): boolean {

@@ -10,12 +10,14 @@ import { Effect } from "effect"
 import { File, ValueOrder } from "@cairn/catalog"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
-import { CatalogChanged, QueryBudgetExceeded } from "@cairn/domain/PublicError"
+import { QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { type Principal } from "@cairn/domain/Principal"
 import { type QueryRequest, type QueryResult, type Row } from "@cairn/domain/Query"
 import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
-import { type FieldInfo, isError, isIdField, plan } from "./internal/plan.js"
+import { digest } from "@cairn/catalog/Digest"
+import * as PlanCache from "./internal/planCache.js"
+import { type FieldInfo, isError, isIdField, type Plan, plan } from "./internal/plan.js"
 import type { Bindable } from "./internal/sql.js"
 import { pageStatement } from "./internal/statement.js"
 import { QueryLimits } from "./QueryLimits.js"
@@ -42,6 +44,27 @@ const decode = (field: FieldInfo, value: unknown): unknown => {
     : decoded
 }
 
+/** Most plans kept per planner (one per document shape and policy class). */
+const PLAN_CACHE_CAPACITY = 4096
+
+/** The page's rows as the caller sees them: each selection under its name, decoded. */
+const shapeRows = (planned: Plan, page: ReadonlyArray<ReadonlyArray<unknown>>, selectColumns: ReadonlyArray<number>): Array<Row> => {
+  const count = Math.min(page.length, planned.first)
+  const select = planned.select
+  const rows = new Array<Row>(count)
+  // Assignment would set the prototype for "__proto__"; such a name takes the slow road.
+  const plain = !select.some((s) => s.name === "__proto__")
+  for (let r = 0; r < count; r++) {
+    const row = page[r]!
+    if (plain) {
+      const out: Record<string, unknown> = {}
+      for (let i = 0; i < select.length; i++) out[select[i]!.name] = decode(select[i]!.resolved.field, row[selectColumns[i]!])
+      rows[r] = out
+    } else rows[r] = Object.fromEntries(select.map((s, i) => [s.name, decode(s.resolved.field, row[selectColumns[i]!])]))
+  }
+  return rows
+}
+
 export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/QueryPlanner", {
   effect: Effect.gen(function* () {
     const sealer = yield* Sealer
@@ -49,35 +72,79 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
     // A span without a captured stack: every query passes here.
     const run = (input: QueryInput) => Effect.withSpan(runBody(input), "QueryPlanner.run", { captureStackTrace: false })
 
+    /** Plans by document shape and policy class (see `planCache`), bounded. */
+    const cache = new PlanCache.Lru<PlanCache.Entry>(PLAN_CACHE_CAPACITY)
+
     const runBody = Effect.fnUntraced(function* (input: QueryInput) {
       const { database, principal, request, view } = input
+      const document = request.query
       // `request.ifCatalog` was checked by the engine (`DataPlane`) before the database was opened.
       const limits = yield* QueryLimits
-      const planned = plan(view, request.query, limits)
-      if (isError(planned)) return yield* planned
+      const cls = PlanCache.classOf(view)
+      const shape = cls === undefined ? undefined : PlanCache.shapeOf(document, limits.maxFilterNodes)
+      const key = shape === undefined ? undefined : `${cls!.key}\u0000${shape.key}`
+      let entry = key === undefined ? undefined : cache.get(key)
+      if (entry !== undefined && !(entry.limits === limits && entry.catalog === view.catalog && PlanCache.valuesFit(entry, shape!))) {
+        entry = undefined
+      }
+      let planned: Plan
+      if (entry !== undefined) planned = entry.plan
+      else {
+        const fresh = plan(view, document, limits)
+        if (isError(fresh)) return yield* fresh
+        planned = fresh
+        if (key !== undefined) {
+          entry = PlanCache.makeEntry(view, cls!, document, fresh, limits)
+          cache.set(key, entry)
+        }
+      }
+      const catalogToken = cls === undefined ? view.token : cls.token
+      const cached = entry
       const binding: Cursor.CursorBinding = {
-        catalogToken: view.token,
-        admits: (token) => view.admits(token, CatalogVersion.touchedByQuery(view.catalog, request.query)),
+        catalogToken,
+        admits: (token) => view.admits(token, CatalogVersion.touchedByQuery(view.catalog, document)),
         principal,
         database: database.id,
-        fingerprint: planned.fingerprint
+        fingerprint: cached === undefined ? planned.fingerprint : () => digest(PlanCache.fingerprintJson(cached, document))
       }
-      const after = request.query.page?.after
+      const after = document.page?.after
       const cursor = after === undefined ? undefined : yield* Cursor.open(sealer, after, binding, planned.order.length)
-      const statement = pageStatement(view, planned, cursor, limits.maxRowsExamined)
+      let text: string
+      let params: ReadonlyArray<unknown>
+      let keyColumns: ReadonlyArray<number>
+      let selectColumns: ReadonlyArray<number>
+      if (entry !== undefined) {
+        const statement = PlanCache.compiled(entry, PlanCache.cursorShape(cursor))
+        text = statement.text
+        params = PlanCache.bind(statement, shape!.values, cls!.values, cursor)
+        keyColumns = statement.keyColumns
+        selectColumns = statement.selectColumns
+      } else {
+        const statement = pageStatement(view, planned, cursor, limits.maxRowsExamined)
+        text = statement.sql.text
+        params = statement.sql.params
+        keyColumns = statement.keyColumns
+        selectColumns = statement.selectColumns
+      }
       const result = database.values
-        ? yield* database.values(statement.sql.text, statement.sql.params)
-        : yield* database.sql.unsafe(statement.sql.text, statement.sql.params).values.pipe(Effect.orDie)
+        ? yield* database.values(text, params)
+        : yield* database.sql.unsafe(text, params as Array<Bindable>).values.pipe(Effect.orDie)
 
       let position = 0
       let exhausted = false
       const keys: Array<ReadonlyArray<Bindable>> = []
       const page: Array<ReadonlyArray<unknown>> = []
-      const idColumn = statement.keyColumns[statement.keyColumns.length - 1]!
+      const keyCount = keyColumns.length
+      const idColumn = keyColumns[keyCount - 1]!
       for (const row of result) {
         const id = row[idColumn]
         if (typeof id === "string") {
-          keys.push(statement.keyColumns.map((c) => { const v = row[c]; return (typeof v === "bigint" ? Number(v) : v) as Bindable }))
+          const key = new Array<Bindable>(keyCount)
+          for (let c = 0; c < keyCount; c++) {
+            const v = row[keyColumns[c]!]
+            key[c] = (typeof v === "bigint" ? Number(v) : v) as Bindable
+          }
+          keys.push(key)
           page.push(row)
         } else if (id === null || id === undefined) exhausted = true
         else position = Number(id)
@@ -97,20 +164,19 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
         // The walk's order is the page's order; check it rather than trust it, since a
         // wrong order would silently skip or repeat rows across pages.
         const descending = planned.order.map((o) => o.direction === "desc")
-        const sequence = cursor === undefined ? keys : [cursor, ...keys]
-        for (let i = 1; i < sequence.length; i++) {
-          if (ValueOrder.compareKeys(sequence[i - 1]!, sequence[i]!, descending) >= 0) {
+        let previous = cursor
+        for (const key of keys) {
+          if (previous !== undefined && ValueOrder.compareKeys(previous, key, descending) >= 0) {
             return yield* Effect.dieMessage("QueryPlanner: an ordered walk returned rows out of order")
           }
+          previous = key
         }
       }
-      const rows: Array<Row> = page.slice(0, planned.first).map((row) =>
-        Object.fromEntries(planned.select.map((s, i) => [s.name, decode(s.resolved.field, row[statement.selectColumns[i]!])]))
-      )
+      const rows = shapeRows(planned, page, selectColumns)
       const answer: QueryResult = {
         rows,
         ...(more ? { cursor: Cursor.seal(sealer, binding, keys[planned.first - 1]!) } : {}),
-        basis: { catalogToken: view.token, position: Position.encode(position) }
+        basis: { catalogToken, position: Position.encode(position) }
       }
       return answer
     })

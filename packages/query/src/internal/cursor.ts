@@ -32,16 +32,23 @@ const Payload = Schema.Struct({
   k: Schema.Array(Schema.Union(Schema.Null, Schema.String, Schema.Number))
 })
 
+/** `digest({ p, d, f })` of the principal, database and fingerprint, its canonical JSON written out. */
 const bindingDigest = (binding: CursorBinding) =>
-  digest({ p: principalDigest(binding.principal), d: binding.database, f: binding.fingerprint() }).slice(0, 22)
+  digest(
+    `{"d":${JSON.stringify(binding.database)},"f":${JSON.stringify(binding.fingerprint())},"p":${JSON.stringify(principalDigest(binding.principal))}}`
+  ).slice(0, 22)
 
-const principalDigests = new WeakMap<Principal, string>()
+/** By subject and database key: every request brings a new principal object for the same person. Bounded. */
+const principalDigests = new Map<string, string>()
+const PRINCIPAL_DIGESTS = 4096
 
 export const principalDigest = (principal: Principal): string => {
-  let found = principalDigests.get(principal)
+  const key = JSON.stringify([principal.subject, principal.databaseKey])
+  let found = principalDigests.get(key)
   if (found === undefined) {
     found = digest({ purpose: "query-cursor-principal", subject: principal.subject, database: digest(principal.databaseKey) })
-    principalDigests.set(principal, found)
+    if (principalDigests.size >= PRINCIPAL_DIGESTS) principalDigests.delete(principalDigests.keys().next().value!)
+    principalDigests.set(key, found)
   }
   return found
 }

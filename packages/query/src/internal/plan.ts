@@ -250,6 +250,63 @@ const chooseAccess = (
   return { _tag: "Sorted", index: seek.index, seek: seekOf(seek.fields) }
 }
 
+/**
+ * How the root table is read for a validated filter: the access path and the filter left
+ * after its seek. Depends on the filter's structure only; values are carried through, so
+ * the plan cache runs it over a filter whose values are placeholders.
+ */
+export const reading = (
+  entity: CompiledEntity,
+  where: Filter | undefined,
+  order: ReadonlyArray<OrderKey>
+): { readonly access: Access; readonly rest: Filter | undefined } => {
+  const conjuncts: ReadonlyArray<Filter> = where === undefined ? [] : where.op === "and" ? where.filters : [where]
+  const equalities = new Map<string, Scalar>()
+  const source = new Map<string, number>()
+  conjuncts.forEach((f, i) => {
+    if ((f.op === "eq" || f.op === "isNull") && f.path.length === 1 && !equalities.has(f.path[0]!)) {
+      equalities.set(f.path[0]!, f.op === "eq" ? f.value : null)
+      source.set(f.path[0]!, i)
+    }
+  })
+  const access = chooseAccess(entity, equalities, order)
+  const consumed = new Set(access.seek.map((s) => source.get(s.column)!))
+  const remaining = conjuncts.filter((_, i) => !consumed.has(i))
+  const rest: Filter | undefined =
+    remaining.length === 0 ? undefined : remaining.length === 1 ? remaining[0] : { op: "and", filters: remaining }
+  return { access, rest }
+}
+
+/**
+ * The field each comparison of a validated filter reads, in pre-order (`undefined` for
+ * `isNull` and the and/or/not nodes are skipped): what a cached plan checks new values against.
+ */
+export const leafFields = (view: View, entity: CompiledEntity, where: Filter, limits: QueryLimitsShape): ReadonlyArray<FieldInfo | undefined> => {
+  const planner = new Planner(view, entity, limits)
+  const out: Array<FieldInfo | undefined> = []
+  const walk = (f: Filter): void => {
+    switch (f.op) {
+      case "and":
+      case "or":
+        f.filters.forEach(walk)
+        return
+      case "not":
+        walk(f.filter)
+        return
+      case "isNull":
+        out.push(undefined)
+        return
+      default: {
+        const resolved = planner.resolve(f.path, "")
+        if (isError(resolved)) throw new Error("leafFields: the filter was not validated")
+        out.push(resolved.field)
+      }
+    }
+  }
+  walk(where)
+  return out
+}
+
 /** Validates `doc` for `view` within `limits`; the first problem found is the answer. */
 export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape): Plan | PublicError => {
   const entity = view.entity(doc.from.name)
@@ -307,21 +364,7 @@ export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape)
     order.push({ resolved: { hops: [], field: idField, owner: "" }, direction: last?.direction ?? "asc" })
   }
 
-  const conjuncts: ReadonlyArray<Filter> = doc.where === undefined ? [] : doc.where.op === "and" ? doc.where.filters : [doc.where]
-  const equalities = new Map<string, Scalar>()
-  const source = new Map<string, number>()
-  conjuncts.forEach((f, i) => {
-    if ((f.op === "eq" || f.op === "isNull") && f.path.length === 1 && !equalities.has(f.path[0]!)) {
-      equalities.set(f.path[0]!, f.op === "eq" ? f.value : null)
-      source.set(f.path[0]!, i)
-    }
-  })
-  const access = chooseAccess(entity, equalities, order)
-  const consumed = new Set(access.seek.map((s) => source.get(s.column)!))
-  const remaining = conjuncts.filter((_, i) => !consumed.has(i))
-  const rest: Filter | undefined =
-    remaining.length === 0 ? undefined : remaining.length === 1 ? remaining[0] : { op: "and", filters: remaining }
-
+  const { access, rest } = reading(entity, doc.where, order)
   return {
     entity,
     select,
