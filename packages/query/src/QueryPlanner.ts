@@ -8,6 +8,7 @@ import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import type { SqlClient } from "@effect/sql/SqlClient"
 import { Effect } from "effect"
 import { File, ValueOrder } from "@cairn/catalog"
+import { digest } from "@cairn/catalog/Digest"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { QueryBudgetExceeded } from "@cairn/domain/PublicError"
@@ -15,7 +16,6 @@ import { type Principal } from "@cairn/domain/Principal"
 import { type QueryRequest, type QueryResult, type Row } from "@cairn/domain/Query"
 import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
-import { digest } from "@cairn/catalog/Digest"
 import * as PlanCache from "./internal/planCache.js"
 import { type FieldInfo, isError, isIdField, type Plan, plan } from "./internal/plan.js"
 import type { Bindable } from "./internal/sql.js"
@@ -44,6 +44,9 @@ const decode = (field: FieldInfo, value: unknown): unknown => {
     : decoded
 }
 
+/** The tracer Effect runs with when none is configured. */
+const builtInTracer = Effect.runSync(Effect.tracer)
+
 /** Most plans kept per planner (one per document shape and policy class). */
 const PLAN_CACHE_CAPACITY = 4096
 
@@ -69,8 +72,12 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
   effect: Effect.gen(function* () {
     const sealer = yield* Sealer
 
-    // A span without a captured stack: every query passes here.
-    const run = (input: QueryInput) => Effect.withSpan(runBody(input), "QueryPlanner.run", { captureStackTrace: false })
+    // Every query passes here: a span (without a captured stack) only for a configured
+    // tracer, since the built-in one records nothing and a span costs more than planning.
+    const run = (input: QueryInput) =>
+      Effect.tracerWith((tracer) =>
+        tracer === builtInTracer ? runBody(input) : Effect.withSpan(runBody(input), "QueryPlanner.run", { captureStackTrace: false })
+      )
 
     /** Plans by document shape and policy class (see `planCache`), bounded. */
     const cache = new PlanCache.Lru<PlanCache.Entry>(PLAN_CACHE_CAPACITY)
