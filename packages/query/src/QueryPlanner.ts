@@ -188,6 +188,10 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       return answer
     })
 
-    return { run } as const
+    return {
+      run,
+      /** How many plans the cache holds: for tests and diagnostics. */
+      cachedPlans: () => cache.size
+    } as const
   })
 }) {}

@@ -206,6 +206,15 @@ const scopeShape = (filter: RowScope.ScopeFilter, values: Array<unknown>): reado
 
 const classes = new WeakMap<View, ViewClass | null>()
 
+/** A number per catalog object: plans hold its compiled definitions, so they are never shared across catalogs. */
+const catalogIds = new WeakMap<Catalog, number>()
+let nextCatalogId = 0
+const catalogId = (catalog: Catalog): number => {
+  let id = catalogIds.get(catalog)
+  if (id === undefined) catalogIds.set(catalog, (id = nextCatalogId++))
+  return id
+}
+
 /**
  * The view's policy class: what a plan's validation and statement depend on. The token,
  * which entities and fields are visible, and each visible entity's row scope with its
@@ -217,7 +226,7 @@ export const classOf = (view: View): ViewClass | undefined => {
   let found: ViewClass | null
   try {
     const token = view.token
-    const parts: Array<unknown> = [token]
+    const parts: Array<unknown> = [catalogId(view.catalog), token]
     const values: Array<unknown> = []
     const scopes = new Map<string, RowScope.RowScope>()
     for (const entity of view.catalog.entities) {
