@@ -24,6 +24,30 @@ export interface SealerService {
   readonly open: <A, I>(purpose: Purpose, schema: Schema.Schema<A, I, never>, sealed: string) => Option.Option<A>
 }
 
+/**
+ * Fresh random IVs, drawn from a pool refilled every 256 seals: a call to the random
+ * source per seal cost as much as the encryption. A refill allocates a new pool, so an
+ * IV handed out is never overwritten.
+ */
+let ivPool = Buffer.alloc(0)
+let ivOffset = 0
+const nextIv = (): Buffer => {
+  if (ivOffset + 12 > ivPool.length) {
+    ivPool = randomBytes(12 * 256)
+    ivOffset = 0
+  }
+  ivOffset += 12
+  return ivPool.subarray(ivOffset - 12, ivOffset)
+}
+
+/** One encoder per payload schema, built once. */
+const encoders = new WeakMap<Schema.Schema<any, any, never>, (value: unknown) => unknown>()
+const encoderOf = <A, I>(schema: Schema.Schema<A, I, never>): ((value: A) => I) => {
+  let encode = encoders.get(schema)
+  if (encode === undefined) encoders.set(schema, (encode = Schema.encodeSync(schema) as (value: unknown) => unknown))
+  return encode as (value: A) => I
+}
+
 export const make = (secret: Redacted.Redacted<string>): SealerService => {
   const key = labelled("cairn/cursor/v1", Redacted.value(secret)).bytes
   const openRaw = (purpose: Purpose, sealed: string): Option.Option<unknown> => {
@@ -43,10 +67,10 @@ export const make = (secret: Redacted.Redacted<string>): SealerService => {
   }
   return {
     seal: (purpose, schema, value) => {
-      const iv = randomBytes(12)
+      const iv = nextIv()
       const cipher = createCipheriv("aes-256-gcm", key, iv)
       cipher.setAAD(Buffer.from(purpose))
-      const json = JSON.stringify(Schema.encodeSync(schema)(value))
+      const json = JSON.stringify(encoderOf(schema)(value))
       const body = Buffer.concat([cipher.update(json, "utf8"), cipher.final()])
       return Buffer.concat([iv, body, cipher.getAuthTag()]).toString("base64url")
     },

@@ -50,20 +50,33 @@ const builtInTracer = Effect.runSync(Effect.tracer)
 /** Most plans kept per planner (one per document shape and policy class). */
 const PLAN_CACHE_CAPACITY = 4096
 
+/** How each selection's stored value becomes the caller's, per plan: one closure per field kind. */
+const decoders = new WeakMap<Plan["select"], ReadonlyArray<(value: unknown) => unknown>>()
+
+const decoderOf = (field: FieldInfo): ((value: unknown) => unknown) => {
+  if (isIdField(field)) return (value) => value
+  if (field.file || field.column === "boolean") return (value) => decode(field, value)
+  // What `Layout.decodeValue` does for the other columns.
+  return (value) => (value === null || value === undefined ? null : typeof value === "bigint" ? Number(value) : value)
+}
+
 /** The page's rows as the caller sees them: each selection under its name, decoded. */
 const shapeRows = (planned: Plan, page: ReadonlyArray<ReadonlyArray<unknown>>, selectColumns: ReadonlyArray<number>): Array<Row> => {
   const count = Math.min(page.length, planned.first)
   const select = planned.select
+  let decode = decoders.get(select)
+  if (decode === undefined) decoders.set(select, (decode = select.map((s) => decoderOf(s.resolved.field))))
+  const names = select.map((s) => s.name)
   const rows = new Array<Row>(count)
   // Assignment would set the prototype for "__proto__"; such a name takes the slow road.
-  const plain = !select.some((s) => s.name === "__proto__")
+  const plain = !names.includes("__proto__")
   for (let r = 0; r < count; r++) {
     const row = page[r]!
     if (plain) {
       const out: Record<string, unknown> = {}
-      for (let i = 0; i < select.length; i++) out[select[i]!.name] = decode(select[i]!.resolved.field, row[selectColumns[i]!])
+      for (let i = 0; i < names.length; i++) out[names[i]!] = decode[i]!(row[selectColumns[i]!])
       rows[r] = out
-    } else rows[r] = Object.fromEntries(select.map((s, i) => [s.name, decode(s.resolved.field, row[selectColumns[i]!])]))
+    } else rows[r] = Object.fromEntries(names.map((name, i) => [name, decode[i]!(row[selectColumns[i]!])]))
   }
   return rows
 }
@@ -89,7 +102,7 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       const limits = yield* QueryLimits
       const cls = PlanCache.classOf(view)
       const shape = cls === undefined ? undefined : PlanCache.shapeOf(document, limits.maxFilterNodes)
-      const key = shape === undefined ? undefined : `${cls!.key}\u0000${shape.key}`
+      const key = shape === undefined ? undefined : `${cls!.id} ${shape.key}`
       let entry = key === undefined ? undefined : cache.get(key)
       if (entry !== undefined && !(entry.limits === limits && entry.catalog === view.catalog && PlanCache.valuesFit(entry, shape!))) {
         entry = undefined

@@ -162,6 +162,8 @@ const markFilter = (filter: Filter, next: () => Mark): Filter => {
 
 /** A view's policy class: its key, the values of its row scopes, and a view whose scopes hold marks. */
 export interface ViewClass {
+  /** A number per distinct class key (the key itself is long): what plans are cached under. */
+  readonly id: number
   readonly key: string
   readonly token: string
   readonly values: ReadonlyArray<unknown>
@@ -206,6 +208,10 @@ const scopeShape = (filter: RowScope.ScopeFilter, values: Array<unknown>): reado
 
 const classes = new WeakMap<View, ViewClass | null>()
 
+const classIds = new Map<string, number>()
+const CLASS_IDS = 16384
+let nextClassId = 0
+
 /** A number per catalog object: plans hold its compiled definitions, so they are never shared across catalogs. */
 const catalogIds = new WeakMap<Catalog, number>()
 let nextCatalogId = 0
@@ -245,7 +251,14 @@ export const classOf = (view: View): ViewClass | undefined => {
       parts.push(entity.name, hidden, shape)
     }
     const marked = new View(view.catalog, { ...view.rules, rowScope: (entity) => scopes.get(entity) ?? RowScope.none })
-    found = { key: JSON.stringify(parts), token, values, marked }
+    const key = JSON.stringify(parts)
+    let id = classIds.get(key)
+    if (id === undefined) {
+      // Bounded: a forgotten key gets a fresh number, and plans under its old one age out.
+      if (classIds.size >= CLASS_IDS) classIds.clear()
+      classIds.set(key, (id = nextClassId++))
+    }
+    found = { id, key, token, values, marked }
   } catch {
     found = null
   }
