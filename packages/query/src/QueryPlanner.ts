@@ -50,6 +50,45 @@ const builtInTracer = Effect.runSync(Effect.tracer)
 /** Most plans kept per planner (one per document shape and policy class). */
 const PLAN_CACHE_CAPACITY = 4096
 
+const stored = (v: unknown): Bindable => (typeof v === "bigint" ? Number(v) : v) as Bindable
+
+/** A page row's sort key, as a cursor holds it. */
+const keyOf = (row: ReadonlyArray<unknown>, keyColumns: ReadonlyArray<number>): Array<Bindable> => {
+  const key = new Array<Bindable>(keyColumns.length)
+  for (let c = 0; c < keyColumns.length; c++) {
+    const v = row[keyColumns[c]!]
+    key[c] = stored(v)
+  }
+  return key
+}
+
+
+/**
+ * Whether `row` sorts strictly after `before` (a cursor's key, or a row read through
+ * `beforeColumns`): `ValueOrder.compareKeys` without building the keys.
+ */
+const follows = (
+  before: ReadonlyArray<unknown>,
+  beforeColumns: ReadonlyArray<number> | undefined,
+  row: ReadonlyArray<unknown>,
+  keyColumns: ReadonlyArray<number>,
+  descending: ReadonlyArray<boolean>
+): boolean => {
+  for (let i = 0; i < keyColumns.length; i++) {
+    const c = ValueOrder.compare(stored(beforeColumns === undefined ? before[i] : before[beforeColumns[i]!]), stored(row[keyColumns[i]!]))
+    if (c !== 0) return (descending[i] ? -c : c) < 0
+  }
+  return false
+}
+
+/** Which terms of the plan's order are descending, per plan. */
+const descendings = new WeakMap<Plan["order"], ReadonlyArray<boolean>>()
+const descendingOf = (planned: Plan): ReadonlyArray<boolean> => {
+  let found = descendings.get(planned.order)
+  if (found === undefined) descendings.set(planned.order, (found = planned.order.map((o) => o.direction === "desc")))
+  return found
+}
+
 /** How each selection's stored value becomes the caller's, per plan: one closure per field kind. */
 const decoders = new WeakMap<Plan["select"], ReadonlyArray<(value: unknown) => unknown>>()
 
@@ -152,24 +191,16 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
 
       let position = 0
       let exhausted = false
-      const keys: Array<ReadonlyArray<Bindable>> = []
       const page: Array<ReadonlyArray<unknown>> = []
       const keyCount = keyColumns.length
       const idColumn = keyColumns[keyCount - 1]!
       for (const row of result) {
         const id = row[idColumn]
-        if (typeof id === "string") {
-          const key = new Array<Bindable>(keyCount)
-          for (let c = 0; c < keyCount; c++) {
-            const v = row[keyColumns[c]!]
-            key[c] = (typeof v === "bigint" ? Number(v) : v) as Bindable
-          }
-          keys.push(key)
-          page.push(row)
-        } else if (id === null || id === undefined) exhausted = true
+        if (typeof id === "string") page.push(row)
+        else if (id === null || id === undefined) exhausted = true
         else position = Number(id)
       }
-      const more = keys.length > planned.first
+      const more = page.length > planned.first
       // A sorted page is wrong if its candidates were cut off; an ordered page only if it came up short.
       if (exhausted && (planned.access._tag === "Sorted" || !more)) {
         return yield* new QueryBudgetExceeded({
@@ -183,19 +214,17 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
       if (planned.access._tag === "Ordered") {
         // The walk's order is the page's order; check it rather than trust it, since a
         // wrong order would silently skip or repeat rows across pages.
-        const descending = planned.order.map((o) => o.direction === "desc")
-        let previous = cursor
-        for (const key of keys) {
-          if (previous !== undefined && ValueOrder.compareKeys(previous, key, descending) >= 0) {
+        const descending = descendingOf(planned)
+        for (let r = cursor === undefined ? 1 : 0; r < page.length; r++) {
+          if (!follows(r === 0 ? cursor! : page[r - 1]!, r === 0 ? undefined : keyColumns, page[r]!, keyColumns, descending)) {
             return yield* Effect.dieMessage("QueryPlanner: an ordered walk returned rows out of order")
           }
-          previous = key
         }
       }
       const rows = shapeRows(planned, page, selectColumns)
       const answer: QueryResult = {
         rows,
-        ...(more ? { cursor: Cursor.seal(sealer, binding, keys[planned.first - 1]!) } : {}),
+        ...(more ? { cursor: Cursor.seal(sealer, binding, keyOf(page[planned.first - 1]!, keyColumns)) } : {}),
         basis: { catalogToken, position: Position.encode(position) }
       }
       return answer
