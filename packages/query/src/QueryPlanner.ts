@@ -17,6 +17,7 @@ import { type QueryRequest, type QueryResult, type Row } from "@cairn/domain/Que
 import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
 import * as PlanCache from "./internal/planCache.js"
+import { rowBuilder } from "./internal/rows.js"
 import { type FieldInfo, isError, isIdField, type Plan, plan } from "./internal/plan.js"
 import type { Bindable } from "./internal/sql.js"
 import { pageStatement } from "./internal/statement.js"
@@ -105,18 +106,9 @@ const shapeRows = (planned: Plan, page: ReadonlyArray<ReadonlyArray<unknown>>, s
   const select = planned.select
   let decode = decoders.get(select)
   if (decode === undefined) decoders.set(select, (decode = select.map((s) => decoderOf(s.resolved.field))))
-  const names = select.map((s) => s.name)
+  const build = rowBuilder(select.map((s) => s.name), decode, selectColumns)
   const rows = new Array<Row>(count)
-  // Assignment would set the prototype for "__proto__"; such a name takes the slow road.
-  const plain = !names.includes("__proto__")
-  for (let r = 0; r < count; r++) {
-    const row = page[r]!
-    if (plain) {
-      const out: Record<string, unknown> = {}
-      for (let i = 0; i < names.length; i++) out[names[i]!] = decode[i]!(row[selectColumns[i]!])
-      rows[r] = out
-    } else rows[r] = Object.fromEntries(names.map((name, i) => [name, decode[i]!(row[selectColumns[i]!])]))
-  }
+  for (let r = 0; r < count; r++) rows[r] = build(page[r]!)
   return rows
 }
 

@@ -17,6 +17,7 @@ import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { trackerPolicy } from "@cairn/testkit/fixture/policy"
 import { isError, plan } from "../src/internal/plan.js"
 import * as PlanCache from "../src/internal/planCache.js"
+import { rowBuilder } from "../src/internal/rows.js"
 import { queryArb } from "./arbitraries.js"
 import { catalog, clear, type Data, fullView, insert, TestLive } from "./support.js"
 
@@ -159,6 +160,18 @@ layer(TestLive)("plan cache", (it) => {
       // And the shapes still answer good values.
       assert.deepStrictEqual(ids((yield* run(person("bob"), good[2]!)).rows), ["T3", "T4", "T5"])
     }))
+})
+
+describe("rows", () => {
+  plainIt("are built under exactly the names selected, odd ones included", () => {
+    const names = ["__proto__", "constructor", "0", "b", "a", "toString"]
+    const build = rowBuilder(names, names.map(() => (v: unknown) => v), [5, 4, 3, 2, 1, 0])
+    const row = build(["v0", "v1", "v2", "v3", "v4", "v5"])
+    const expected = Object.fromEntries(names.map((n, i) => [n, `v${5 - i}`]))
+    assert.deepStrictEqual(Object.keys(row), Object.keys(expected))
+    assert.strictEqual(Object.getPrototypeOf(row), Object.prototype)
+    for (const n of names) assert.strictEqual(Object.getOwnPropertyDescriptor(row, n)?.value, expected[n])
+  })
 })
 
 describe("plan cache keys", () => {
