@@ -5,8 +5,8 @@
  * with the table). Prints `query: qps=.. baseline=.. ratio=..` (planner / raw) and
  * `query-scale: ratio_1M_vs_10k=..` (per-query time at 1M over time at 10k). Rates are per CPU
  * second of this process (see `timeIt`); `cpu_us_per_query` is the planner's CPU per query. Every call is made
- * as a request makes it: a new principal object, its view from the tracker's policy (an admin:
- * every Task row), another assignee.
+ * as a request makes it: a new principal object (one of 200 users in turn), its view from the
+ * tracker's policy (an admin: every Task row), another assignee.
  */
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
@@ -30,6 +30,8 @@ import { tracker } from "@cairn/tracker/tracker"
 const ASSIGNEES = 50
 const PAGE = 50
 const ROUNDS = 5
+/** Distinct callers taking turns: each has its own view, cursor binding and plan-cache class lookup. */
+const USERS = 200
 
 const catalog = Effect.runSync(compile(tracker))
 const policy = Effect.runSync(Policy.compile(catalog, trackerPolicy))
@@ -111,7 +113,7 @@ const measure = async (filename: string, iterations: number) => {
       for (let i = 0; i < n; i++) {
         // As a request does: a new principal object (a new token of the same person), its view
         // from the policy, and another filter value every call.
-        const caller = new Principal({ subject: "bench", roles: ["admin"], scopes: [], claims: { jti: `j${i}` }, databaseKey: DatabaseKey.make("bench") })
+        const caller = new Principal({ subject: `user${i % USERS}`, roles: ["admin"], scopes: [], claims: { jti: `j${i}` }, databaseKey: DatabaseKey.make("bench") })
         const view = policy.view(caller)
         const result = yield* planner.run({ view, principal: caller, database, request: { query: document(`u${i % ASSIGNEES}`) } })
         if (result.rows.length !== PAGE || result.cursor === undefined) return yield* Effect.dieMessage("unexpected page")
