@@ -10,14 +10,27 @@ import fc from "fast-check"
 import type { View } from "@cairn/catalog/View"
 import type { QueryDocumentV1 } from "@cairn/domain/QueryDocument"
 import type { QueryResult } from "@cairn/domain/Query"
+import { DatabaseKey } from "@cairn/domain/Ids"
+import { Principal } from "@cairn/domain/Principal"
+import { Policy } from "@cairn/policy"
+import { trackerPolicy } from "@cairn/testkit/fixture/policy"
 import type { RecordValue } from "@cairn/policy/Evaluate"
 import { defaultQueryLimits, QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { aliceView, dataArb, queryArb, taskArb, taskRecord } from "./arbitraries.js"
-import { clear, type Data, fullView, insert, reference, TestLive, who } from "./support.js"
+import { catalog, clear, type Data, fullView, insert, reference, TestLive, who } from "./support.js"
 
-const views: Record<string, View> = { full: fullView, alice: aliceView }
-const viewArb = fc.constantFrom("full", "alice")
+// The tracker policy's views of alice and bob are one policy class (their subjects are bound
+// values), so their queries share cached plans; the admin's is another class.
+const policy = Effect.runSync(Policy.compile(catalog, trackerPolicy))
+const views: Record<string, View> = {
+  full: fullView,
+  alice: aliceView,
+  policyAlice: policy.view(who("alice")),
+  policyBob: policy.view(who("bob")),
+  policyAdmin: policy.view(new Principal({ subject: "root", roles: ["admin"], scopes: [], claims: {}, databaseKey: DatabaseKey.make("acme") }))
+}
+const viewArb = fc.constantFrom("full", "alice", "policyAlice", "policyBob", "policyAdmin")
 
 const seed = (data: Data) =>
   Effect.gen(function* () {
