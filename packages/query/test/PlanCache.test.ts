@@ -186,6 +186,14 @@ describe("plan cache keys", () => {
     assert.notStrictEqual(key(inList([])), key(inList(["a"])))
     const withExtra = { ...byStatus("open"), where: { op: "eq", path: ["status"], value: "open", extra: 1 } } as unknown as QueryDocumentV1
     assert.strictEqual(key(withExtra), undefined)
+    const selectExtra = { ...byStatus("open"), select: { id: { path: ["id"], as: "x" } } } as unknown as QueryDocumentV1
+    assert.strictEqual(key(selectExtra), undefined)
+    const tricky = (path: Array<string>) => {
+      const p = Object.assign([...path], { toJSON: () => ["status"] })
+      return doc({ where: { op: "eq", path: p, value: "open" }, select: { id: { path: p } } })
+    }
+    assert.notStrictEqual(key(tricky(["title"])), key(tricky(["status"])))
+    assert.strictEqual(key({ ...byStatus("open"), page: { first: Number.NaN } }), undefined)
   })
 
   plainIt("the cursor fingerprint of a cached plan is the planner's own", () => {

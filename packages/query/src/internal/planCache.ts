@@ -56,10 +56,20 @@ const isScalar = (u: unknown): boolean =>
 
 const comparisons = new Set(["eq", "ne", "lt", "lte", "gt", "gte", "startsWith", "contains"])
 
-const isPath = (u: unknown): boolean => {
-  if (!Array.isArray(u)) return false
-  for (const segment of u) if (typeof segment !== "string") return false
-  return true
+/**
+ * A path's part of a key, written out segment by segment (never `JSON.stringify` of the
+ * array, which would honour a `toJSON` of a document built in code); `undefined` if it is
+ * not an array of strings.
+ */
+const pathKey = (u: unknown): string | undefined => {
+  if (!Array.isArray(u)) return undefined
+  let key = "["
+  for (let i = 0; i < u.length; i++) {
+    const segment: unknown = u[i]
+    if (typeof segment !== "string") return undefined
+    key += (i === 0 ? "" : ",") + JSON.stringify(segment)
+  }
+  return `${key}]`
 }
 
 const keyCount = (o: object): number => {
@@ -78,19 +88,29 @@ export const shapeOf = (doc: QueryDocumentV1, maxNodes: number): Shape | undefin
     if (!isPlain(d) || !isPlain(d["from"]) || typeof d["from"]["name"] !== "string") return undefined
     const select = d["select"]
     if (!isPlain(select)) return undefined
+    const selected: Array<string> = []
     for (const name in select) {
       const s = select[name]
-      if (!isPlain(s) || !isPath(s["path"])) return undefined
+      // Exactly `{ path }`: the cursor fingerprint of a cached plan reuses its select's JSON.
+      const path = isPlain(s) && keyCount(s) === 1 ? pathKey(s["path"]) : undefined
+      if (path === undefined) return undefined
+      selected.push(JSON.stringify(name), path)
     }
     const order = d["order"]
+    const ordered: Array<string> = []
     if (order !== undefined) {
       if (!Array.isArray(order)) return undefined
-      for (const term of order) if (!isPlain(term) || !isPath(term["path"])) return undefined
+      for (const term of order) {
+        const path = isPlain(term) && keyCount(term) === 2 ? pathKey(term["path"]) : undefined
+        if (path === undefined || typeof term["direction"] !== "string") return undefined
+        ordered.push(path, term["direction"])
+      }
     }
     const page = d["page"]
     if (page !== undefined && !isPlain(page)) return undefined
     const first = page === undefined ? undefined : page["first"]
-    if (first !== undefined && typeof first !== "number") return undefined
+    // A page size is a whole number when a document is decoded; anything else is judged the ordinary way.
+    if (first !== undefined && !Number.isSafeInteger(first)) return undefined
     const after = page !== undefined && page["after"] !== undefined
 
     const parts: Array<string> = []
@@ -114,27 +134,30 @@ export const shapeOf = (doc: QueryDocumentV1, maxNodes: number): Shape | undefin
           parts.push("not")
           stack.push(node["filter"])
         } else if (op === "isNull") {
-          if (size !== 2 || !isPath(node["path"])) return undefined
-          parts.push(`isNull${JSON.stringify(node["path"])}`)
+          const path = pathKey(node["path"])
+          if (size !== 2 || path === undefined) return undefined
+          parts.push(`isNull${path}`)
           leaves.push(node as unknown as Leaf)
         } else if (op === "in" || op === "notIn") {
           const list = node["value"]
-          if (size !== 3 || !isPath(node["path"]) || !Array.isArray(list)) return undefined
+          const path = pathKey(node["path"])
+          if (size !== 3 || path === undefined || !Array.isArray(list)) return undefined
           for (let i = 0; i < list.length; i++) {
             if (!isScalar(list[i])) return undefined
             values.push(list[i])
           }
-          parts.push(`${op}${JSON.stringify(node["path"])}${list.length}`)
+          parts.push(`${op}${path}${list.length}`)
           leaves.push(node as unknown as Leaf)
         } else if (typeof op === "string" && comparisons.has(op)) {
-          if (size !== 3 || !isPath(node["path"]) || !Object.hasOwn(node, "value") || !isScalar(node["value"])) return undefined
+          const path = pathKey(node["path"])
+          if (size !== 3 || path === undefined || !Object.hasOwn(node, "value") || !isScalar(node["value"])) return undefined
           values.push(node["value"])
-          parts.push(`${op}${JSON.stringify(node["path"])}`)
+          parts.push(`${op}${path}`)
           leaves.push(node as unknown as Leaf)
         } else return undefined
       }
     }
-    const key = JSON.stringify([d["from"]["name"], select, order ?? null, first ?? null, after, parts])
+    const key = JSON.stringify([d["from"]["name"], selected, order === undefined ? null : ordered, first ?? null, after, parts])
     return { key, values, leaves }
   } catch {
     // A getter that throws, a BigInt, a cycle: not a document to cache.
