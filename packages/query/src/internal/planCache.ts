@@ -13,7 +13,7 @@
  */
 import type { Catalog } from "@cairn/catalog/Catalog"
 import { leafProblems } from "@cairn/catalog/ColumnValue"
-import { canonicalJson } from "@cairn/catalog/Digest"
+import { canonicalJson, digest } from "@cairn/catalog/Digest"
 import * as RowScope from "@cairn/catalog/RowScope"
 import { View } from "@cairn/catalog/View"
 import type { Comparison, Filter, IsNull, QueryDocumentV1, SetMembership } from "@cairn/domain/QueryDocument"
@@ -185,8 +185,9 @@ const markFilter = (filter: Filter, next: () => Mark): Filter => {
 
 /** A view's policy class: its key, the values of its row scopes, and a view whose scopes hold marks. */
 export interface ViewClass {
-  /** A number per distinct class key (the key itself is long): what plans are cached under. */
+  /** A number per distinct class: what plans are cached under. */
   readonly id: number
+  /** Digest of everything the class is made of. */
   readonly key: string
   readonly token: string
   readonly values: ReadonlyArray<unknown>
@@ -232,7 +233,7 @@ const scopeShape = (filter: RowScope.ScopeFilter, values: Array<unknown>): reado
 const classes = new WeakMap<View, ViewClass | null>()
 
 const classIds = new Map<string, number>()
-const CLASS_IDS = 16384
+const CLASS_IDS = 4096
 let nextClassId = 0
 
 /** A number per catalog object: plans hold its compiled definitions, so they are never shared across catalogs. */
@@ -274,7 +275,8 @@ export const classOf = (view: View): ViewClass | undefined => {
       parts.push(entity.name, hidden, shape)
     }
     const marked = new View(view.catalog, { ...view.rules, rowScope: (entity) => scopes.get(entity) ?? RowScope.none })
-    const key = JSON.stringify(parts)
+    // Digested: a large catalog's class is long, and the numbers are kept for every class seen.
+    const key = digest(JSON.stringify(parts))
     let id = classIds.get(key)
     if (id === undefined) {
       // Bounded: a forgotten key gets a fresh number, and plans under its old one age out.
