@@ -56,13 +56,9 @@ const stored = (v: unknown): Bindable => (typeof v === "bigint" ? Number(v) : v)
 /** A page row's sort key, as a cursor holds it. */
 const keyOf = (row: ReadonlyArray<unknown>, keyColumns: ReadonlyArray<number>): Array<Bindable> => {
   const key = new Array<Bindable>(keyColumns.length)
-  for (let c = 0; c < keyColumns.length; c++) {
-    const v = row[keyColumns[c]!]
-    key[c] = stored(v)
-  }
+  for (let c = 0; c < keyColumns.length; c++) key[c] = stored(row[keyColumns[c]!])
   return key
 }
-
 
 /**
  * Whether `row` sorts strictly after `before` (a cursor's key, or a row read through
