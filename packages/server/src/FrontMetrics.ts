@@ -21,15 +21,37 @@ export const rpcOutcomes = Metric.counter("cairn_rpc_outcomes_total", {
   incremental: true
 })
 
-/** Records one answered request. Unmatched paths share one label so callers cannot grow the label set. */
-export const recordRequest = (route: string, status: number, millis: number) =>
-  Effect.zipRight(
-    Metric.increment(Metric.tagged(Metric.tagged(requests, "route", route), "status", String(status))),
-    Metric.update(Metric.tagged(latency, "route", route), millis)
-  )
+// Tagged metrics and their updates are built once per label set (the sets are closed: route
+// patterns, statuses, RPC tags and outcomes), not on every request.
+const requestsFor = new Map<string, Effect.Effect<void>>()
+const latencyFor = new Map<string, Metric.Metric.Histogram<number>>()
+const rpcFor = new Map<string, Effect.Effect<void>>()
 
-export const recordRpc = (rpc: string, outcome: string) =>
-  Metric.increment(Metric.tagged(Metric.tagged(rpcOutcomes, "rpc", rpc), "outcome", outcome))
+/** Records one answered request. Unmatched paths share one label so callers cannot grow the label set. */
+export const recordRequest = (route: string, status: number, millis: number): Effect.Effect<void> => {
+  const key = `${route}\u0000${status}`
+  let count = requestsFor.get(key)
+  if (count === undefined) {
+    count = Metric.increment(Metric.tagged(Metric.tagged(requests, "route", route), "status", String(status)))
+    requestsFor.set(key, count)
+  }
+  let histogram = latencyFor.get(route)
+  if (histogram === undefined) {
+    histogram = Metric.tagged(latency, "route", route)
+    latencyFor.set(route, histogram)
+  }
+  return Effect.zipRight(count, Metric.update(histogram, millis))
+}
+
+export const recordRpc = (rpc: string, outcome: string): Effect.Effect<void> => {
+  const key = `${rpc}\u0000${outcome}`
+  let count = rpcFor.get(key)
+  if (count === undefined) {
+    count = Metric.increment(Metric.tagged(Metric.tagged(rpcOutcomes, "rpc", rpc), "outcome", outcome))
+    rpcFor.set(key, count)
+  }
+  return count
+}
 
 export interface MetricSample {
   readonly name: string

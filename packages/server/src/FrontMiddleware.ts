@@ -5,7 +5,7 @@
  * status, duration and id; never tokens, query strings or payloads.
  */
 import { HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { Cause, Clock, Effect, Exit, type Fiber, Option } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -44,10 +44,40 @@ const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
     }
   })
 
+/**
+ * `route` on a fiber of its own: its exit, or none once `millis` pass (the route is then
+ * interrupted without waiting for it, so the deadline holds even while it is in an
+ * uninterruptible step; likewise when the caller hangs up). One fiber and one timer per
+ * request, where `disconnect` plus `timeoutOption` fork three fibers and a sleep.
+ */
+const withDeadline = <A, E, R>(route: Effect.Effect<A, E, R>, millis: number): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, R> =>
+  Effect.fiberIdWith((self) =>
+    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(route)), (fiber: Fiber.RuntimeFiber<A, E>) =>
+    Effect.interruptible(
+      Effect.async<Option.Option<Exit.Exit<A, E>>>((resume) => {
+        let done = false
+        const settle = (outcome: Option.Option<Exit.Exit<A, E>>) => {
+          if (done) return
+          done = true
+          clearTimeout(timer)
+          if (Option.isNone(outcome)) fiber.unsafeInterruptAsFork(self)
+          resume(Effect.succeed(outcome))
+        }
+        const timer = setTimeout(() => settle(Option.none()), millis)
+        fiber.addObserver((exit) => settle(Option.some(exit)))
+        return Effect.sync(() => {
+          if (done) return
+          done = true
+          clearTimeout(timer)
+          fiber.unsafeInterruptAsFork(self)
+        })
+      })
+    )
+  ))
+
 export const FrontMiddleware = HttpLayerRouter.middleware(
   Effect.gen(function* () {
     const limits = yield* Limits
-    const timeout = Duration.millis(limits.requestTimeoutMs)
 
     return (httpEffect): Effect.Effect<HttpServerResponse.HttpServerResponse, HttpLayerRouter.unhandled, HttpServerRequest.HttpServerRequest> =>
       Effect.gen(function* () {
@@ -86,16 +116,14 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             const streamed =
               (request.method === "POST" && path === "/db/objects") || (request.method === "PATCH" && path.startsWith("/db/objects/resumable/"))
             if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
-            const outcome = yield* httpEffect.pipe(
-              Effect.provideService(Correlation, correlation),
-              HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
-              Effect.withParentSpan(span),
-              Effect.exit,
-              // The server runs middleware uninterruptibly; the route itself may be cut off, and
-              // disconnected, so the deadline holds even while it is in an uninterruptible step.
-              Effect.disconnect,
-              Effect.interruptible,
-              Effect.timeoutOption(timeout)
+            // The server runs middleware uninterruptibly; the route itself may be cut off.
+            const outcome = yield* withDeadline(
+              httpEffect.pipe(
+                Effect.provideService(Correlation, correlation),
+                HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
+                Effect.withParentSpan(span)
+              ),
+              limits.requestTimeoutMs
             )
             if (Option.isNone(outcome)) {
               return frontError(504, {
