@@ -5,7 +5,7 @@
  * status, duration and id; never tokens, query strings or payloads.
  */
 import { HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Effect, Exit, type Fiber, Option } from "effect"
+import { Cause, Clock, Effect, Exit, type Fiber, FiberRef, LogLevel, Option } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -95,6 +95,8 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             Effect.gen(function* () {
               const millis = (yield* Clock.currentTimeMillis) - started
               yield* FrontMetrics.recordRequest(route(), status, millis)
+              // Nothing is built for a line the operator's level drops.
+              if (LogLevel.greaterThan(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
               yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`).pipe(
                 Effect.annotateLogs({
