@@ -4,8 +4,8 @@
  * the id, records metrics and logs one line per request — method, route pattern,
  * status, duration and id; never tokens, query strings or payloads.
  */
-import { HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Effect, Exit, type Fiber, FiberRef, LogLevel, Option } from "effect"
+import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, LogLevel, Option, Tracer } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -78,6 +78,7 @@ const withDeadline = <A, E, R>(route: Effect.Effect<A, E, R>, millis: number): E
 export const FrontMiddleware = HttpLayerRouter.middleware(
   Effect.gen(function* () {
     const limits = yield* Limits
+    const maxBodySize = Option.some(FileSystem.Size(limits.maxBodyBytes))
 
     return (httpEffect): Effect.Effect<HttpServerResponse.HttpServerResponse, HttpLayerRouter.unhandled, HttpServerRequest.HttpServerRequest> =>
       Effect.gen(function* () {
@@ -120,10 +121,10 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
             // The server runs middleware uninterruptibly; the route itself may be cut off.
             const outcome = yield* withDeadline(
-              httpEffect.pipe(
-                Effect.provideService(Correlation, correlation),
-                HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
-                Effect.withParentSpan(span)
+              // The request's id, body limit and parent span, provided as one context.
+              Effect.provide(
+                httpEffect,
+                Context.make(Correlation, correlation).pipe(Context.add(HttpIncomingMessage.MaxBodySize, maxBodySize), Context.add(Tracer.ParentSpan, span))
               ),
               limits.requestTimeoutMs
             )
