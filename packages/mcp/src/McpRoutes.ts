@@ -192,10 +192,11 @@ export const McpRoutes = HttpLayerRouter.use(
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
+      // The SDK reads the body only when it is handed no parsed message (to answer -32700).
       const webRequest = new Request(new URL(request.url, settings.baseUrl), {
         method: "POST",
         headers: Object.entries(request.headers),
-        body
+        ...(parsed === undefined ? { body } : {})
       })
       const outcome: Outcome = {}
       const call: Call = { principal, runtime, outcome }
