@@ -141,6 +141,17 @@ const invalidToolCall = (message: unknown): HttpServerResponse.HttpServerRespons
   )
 }
 
+/** The SDK's answer as the router sends it: its status and headers, and its body already read. */
+const toResponse = (answer: Response, text: string | undefined): HttpServerResponse.HttpServerResponse => {
+  const headers: Record<string, string> = {}
+  answer.headers.forEach((value, name) => {
+    if (name !== "content-type" && name !== "set-cookie") headers[name] = value
+  })
+  const init = { status: answer.status, statusText: answer.statusText, headers }
+  if (text === undefined) return HttpServerResponse.empty(init)
+  return HttpServerResponse.text(text, { ...init, contentType: answer.headers.get("content-type") ?? "application/json" })
+}
+
 /** The MCP endpoint and its RFC 9728 metadata routes. */
 export const McpRoutes = HttpLayerRouter.use(
   Effect.fnUntraced(function* (router) {
@@ -181,10 +192,11 @@ export const McpRoutes = HttpLayerRouter.use(
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
+      // The SDK reads the body only when it is handed no parsed message (to answer -32700).
       const webRequest = new Request(new URL(request.url, settings.baseUrl), {
         method: "POST",
         headers: Object.entries(request.headers),
-        body
+        ...(parsed === undefined ? { body } : {})
       })
       const outcome: Outcome = {}
       const call: Call = { principal, runtime, outcome }
@@ -200,8 +212,10 @@ export const McpRoutes = HttpLayerRouter.use(
         try {
           await server.connect(transport)
           const answer = await transport.handleRequest(webRequest, parsed === undefined ? { authInfo } : { parsedBody: parsed.value, authInfo })
+          // JSON responses only (no SSE): read whole here instead of bridging a web stream per request.
+          const text = answer.body === null ? undefined : await answer.text()
           reusable = true
-          return answer
+          return { answer, text }
         } finally {
           // Closing the transport disconnects the server from it: the server is free for the next request.
           await transport.close()
@@ -210,7 +224,7 @@ export const McpRoutes = HttpLayerRouter.use(
         }
       })
       if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
-      return HttpServerResponse.fromWeb(response)
+      return toResponse(response.answer, response.text)
     })
 
     for (const method of ["POST", "GET", "DELETE"] as const) {

@@ -79,7 +79,8 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
       resource: Resource
     ): Effect.Effect<Principal, HttpServerResponse.HttpServerResponse> =>
       Effect.gen(function* () {
-        if (new URL(request.url, baseUrl).searchParams.has("access_token")) {
+        // The URL is parsed only when it has a query (most requests have none).
+        if (request.url.includes("?") && new URL(request.url, baseUrl).searchParams.has("access_token")) {
           return yield* Effect.flip(
             oauth(resource, 400, "invalid_request", "Send the access token in the Authorization header, never in the URL.")
           )

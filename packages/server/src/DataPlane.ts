@@ -26,7 +26,7 @@ import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
 import { Sync } from "@cairn/sync/Sync"
-import { Cause, Effect, Option, Stream } from "effect"
+import { Cause, Context, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
@@ -57,12 +57,9 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const sealer = yield* Sealer
     const objects = yield* Objects
 
-    const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
-      effect.pipe(
-        Effect.provideService(QueryLimits, queryLimits),
-        Effect.provideService(DescribeLimits, describeLimits),
-        Effect.provideService(Sealer, sealer)
-      )
+    // One context provided at once (each `provideService` is a context swap of its own).
+    const limits = Context.make(QueryLimits, queryLimits).pipe(Context.add(DescribeLimits, describeLimits), Context.add(Sealer, sealer))
+    const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, limits)
 
     /**
      * What every verb does first: the token's scope (which depends only on the verb, so

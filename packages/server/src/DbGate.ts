@@ -50,7 +50,7 @@ export const dbGate = (framing: Framing | undefined) =>
             if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
 
             const exchange: Exchange["Type"] = { refusal: undefined }
-            const response = yield* httpEffect.pipe(Effect.provideService(CurrentPrincipal, principal), Effect.provideService(Exchange, exchange))
+            const response = yield* Effect.provide(httpEffect, Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange)))
             return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
           })
         return Effect.gen(function* () {

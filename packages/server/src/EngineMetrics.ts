@@ -3,7 +3,8 @@
  * and outcome by transport and verb, and query-budget failures by limit. The transport is an
  * ambient label each route sets (`CurrentTransport`); labels are closed sets, never ids or text.
  */
-import { Context, Effect, Exit, Metric, MetricBoundaries, MetricLabel, Stream } from "effect"
+import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, Stream } from "effect"
+import { labelled } from "./FrontMetrics.js"
 
 export type TransportName = "rpc" | "sync" | "mcp" | "internal"
 
@@ -12,11 +13,12 @@ export class CurrentTransport extends Context.Reference<CurrentTransport>()("@ca
   defaultValue: (): TransportName => "internal"
 }) {}
 
-export const verbLatency = Metric.histogram(
+const verbLatencyKey = MetricKey.histogram(
   "cairn_engine_verb_duration_ms",
   MetricBoundaries.exponential({ start: 0.25, factor: 2, count: 16 }),
   "Milliseconds the engine spent on one verb (admission to answer), by transport, verb and outcome"
 )
+export const verbLatency = Metric.fromMetricKey(verbLatencyKey)
 
 export const budgetFailures = Metric.counter("cairn_query_budget_failures_total", {
   description: "Requests refused with query_budget_exceeded, by transport and the limit that was exceeded",
@@ -53,10 +55,10 @@ const latencyOf = (transport: string, verb: string, outcome: string) => {
   const key = `${transport}\u0000${verb}\u0000${outcome}`
   let metric = latencyFor.get(key)
   if (metric === undefined) {
-    metric = Metric.taggedWithLabels(verbLatency, [
-      MetricLabel.make("transport", transport),
-      MetricLabel.make("verb", verb),
-      MetricLabel.make("outcome", outcome)
+    metric = labelled(verbLatencyKey, [
+      ["transport", transport],
+      ["verb", verb],
+      ["outcome", outcome]
     ])
     latencyFor.set(key, metric)
   }

@@ -3,33 +3,67 @@
  * by route and status, their latency, and the outcome of every `/db` RPC (ok, a public
  * error code, overloaded or defect). Labels never carry ids, tokens or payloads.
  */
-import { Effect, Metric, MetricBoundaries, MetricState } from "effect"
+import { Effect, Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel, MetricState } from "effect"
 
-export const requests = Metric.counter("cairn_http_requests_total", {
+const requestsKey = MetricKey.counter("cairn_http_requests_total", {
   description: "HTTP requests answered by the front, by route and status",
   incremental: true
 })
+export const requests = Metric.fromMetricKey(requestsKey)
 
-export const latency = Metric.histogram(
+const latencyKey = MetricKey.histogram(
   "cairn_http_request_duration_ms",
   MetricBoundaries.exponential({ start: 1, factor: 2, count: 16 }),
   "Time from receiving a request to answering it, by route"
 )
+export const latency = Metric.fromMetricKey(latencyKey)
 
-export const rpcOutcomes = Metric.counter("cairn_rpc_outcomes_total", {
+const rpcOutcomesKey = MetricKey.counter("cairn_rpc_outcomes_total", {
   description: "Outcomes of /db RPCs: ok, a public error code, overloaded or defect",
   incremental: true
 })
+export const rpcOutcomes = Metric.fromMetricKey(rpcOutcomesKey)
+
+/**
+ * The metric of `key` under fixed labels. `Metric.tagged` would build the tagged key and look
+ * it up in the registry on every update; a metric made from the tagged key finds its state once.
+ */
+export const labelled = <Type extends MetricKeyType.MetricKeyType<any, any>>(
+  key: MetricKey.MetricKey<Type>,
+  labels: ReadonlyArray<readonly [string, string]>
+) => Metric.fromMetricKey(MetricKey.taggedWithLabels(key, labels.map(([name, value]) => MetricLabel.make(name, value))))
+
+// Labelled metrics and their updates are built once per label set (the sets are closed: route
+// patterns, statuses, RPC tags and outcomes), not on every request.
+const requestsFor = new Map<string, Effect.Effect<void>>()
+const latencyFor = new Map<string, Metric.Metric.Histogram<number>>()
+const rpcFor = new Map<string, Effect.Effect<void>>()
 
 /** Records one answered request. Unmatched paths share one label so callers cannot grow the label set. */
-export const recordRequest = (route: string, status: number, millis: number) =>
-  Effect.zipRight(
-    Metric.increment(Metric.tagged(Metric.tagged(requests, "route", route), "status", String(status))),
-    Metric.update(Metric.tagged(latency, "route", route), millis)
-  )
+export const recordRequest = (route: string, status: number, millis: number): Effect.Effect<void> => {
+  const key = `${route}\u0000${status}`
+  let count = requestsFor.get(key)
+  if (count === undefined) {
+    count = Metric.increment(labelled(requestsKey, [["route", route], ["status", String(status)]]))
+    requestsFor.set(key, count)
+  }
+  let histogram = latencyFor.get(route)
+  if (histogram === undefined) {
+    histogram = labelled(latencyKey, [["route", route]])
+    latencyFor.set(route, histogram)
+  }
+  return Effect.zipRight(count, Metric.update(histogram, millis))
+}
 
-export const recordRpc = (rpc: string, outcome: string) =>
-  Metric.increment(Metric.tagged(Metric.tagged(rpcOutcomes, "rpc", rpc), "outcome", outcome))
+export const recordRpc = (rpc: string, outcome: string): Effect.Effect<void> => {
+  const key = `${rpc}\u0000${outcome}`
+  let count = rpcFor.get(key)
+  if (count === undefined) {
+    count = Metric.increment(labelled(rpcOutcomesKey, [["rpc", rpc], ["outcome", outcome]]))
+    rpcFor.set(key, count)
+  }
+  return count
+}
 
 export interface MetricSample {
   readonly name: string

@@ -4,8 +4,8 @@
  * the id, records metrics and logs one line per request — method, route pattern,
  * status, duration and id; never tokens, query strings or payloads.
  */
-import { HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Duration, Effect, Exit, Option } from "effect"
+import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, LogLevel, Option, Tracer } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -44,10 +44,41 @@ const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
     }
   })
 
+/**
+ * `route` on a fiber of its own: its exit, or none once `millis` pass (the route is then
+ * interrupted without waiting for it, so the deadline holds even while it is in an
+ * uninterruptible step; likewise when the caller hangs up). One fiber and one timer per
+ * request, where `disconnect` plus `timeoutOption` fork three fibers and a sleep.
+ */
+const withDeadline = <A, E, R>(route: Effect.Effect<A, E, R>, millis: number): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, R> =>
+  Effect.fiberIdWith((self) =>
+    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(route)), (fiber: Fiber.RuntimeFiber<A, E>) =>
+    Effect.interruptible(
+      Effect.async<Option.Option<Exit.Exit<A, E>>>((resume) => {
+        let done = false
+        const settle = (outcome: Option.Option<Exit.Exit<A, E>>) => {
+          if (done) return
+          done = true
+          clearTimeout(timer)
+          if (Option.isNone(outcome)) fiber.unsafeInterruptAsFork(self)
+          resume(Effect.succeed(outcome))
+        }
+        const timer = setTimeout(() => settle(Option.none()), millis)
+        fiber.addObserver((exit) => settle(Option.some(exit)))
+        return Effect.sync(() => {
+          if (done) return
+          done = true
+          clearTimeout(timer)
+          fiber.unsafeInterruptAsFork(self)
+        })
+      })
+    )
+  ))
+
 export const FrontMiddleware = HttpLayerRouter.middleware(
   Effect.gen(function* () {
     const limits = yield* Limits
-    const timeout = Duration.millis(limits.requestTimeoutMs)
+    const maxBodySize = Option.some(FileSystem.Size(limits.maxBodyBytes))
 
     return (httpEffect): Effect.Effect<HttpServerResponse.HttpServerResponse, HttpLayerRouter.unhandled, HttpServerRequest.HttpServerRequest> =>
       Effect.gen(function* () {
@@ -65,6 +96,8 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             Effect.gen(function* () {
               const millis = (yield* Clock.currentTimeMillis) - started
               yield* FrontMetrics.recordRequest(route(), status, millis)
+              // Nothing is built for a line the operator's level drops.
+              if (LogLevel.greaterThan(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
               yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`).pipe(
                 Effect.annotateLogs({
@@ -86,16 +119,14 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             const streamed =
               (request.method === "POST" && path === "/db/objects") || (request.method === "PATCH" && path.startsWith("/db/objects/resumable/"))
             if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
-            const outcome = yield* httpEffect.pipe(
-              Effect.provideService(Correlation, correlation),
-              HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)),
-              Effect.withParentSpan(span),
-              Effect.exit,
-              // The server runs middleware uninterruptibly; the route itself may be cut off, and
-              // disconnected, so the deadline holds even while it is in an uninterruptible step.
-              Effect.disconnect,
-              Effect.interruptible,
-              Effect.timeoutOption(timeout)
+            // The server runs middleware uninterruptibly; the route itself may be cut off.
+            const outcome = yield* withDeadline(
+              // The request's id, body limit and parent span, provided as one context.
+              Effect.provide(
+                httpEffect,
+                Context.make(Correlation, correlation).pipe(Context.add(HttpIncomingMessage.MaxBodySize, maxBodySize), Context.add(Tracer.ParentSpan, span))
+              ),
+              limits.requestTimeoutMs
             )
             if (Option.isNone(outcome)) {
               return frontError(504, {

@@ -13,8 +13,17 @@ export const isLoopbackHost = (host: string): boolean => {
   return h === "localhost" || h === "::1" || /^127(\.\d{1,3}){3}$/.test(h)
 }
 
-/** The `host[:port]` spellings a request to `baseUrl` may carry. */
+/** The `host[:port]` spellings a request to `baseUrl` may carry (remembered for the last base URL asked about). */
 export const allowedHosts = (baseUrl: string): ReadonlySet<string> => {
+  if (lastHosts !== undefined && lastHosts.baseUrl === baseUrl) return lastHosts.hosts
+  const hosts = hostsOf(baseUrl)
+  lastHosts = { baseUrl, hosts }
+  return hosts
+}
+
+let lastHosts: { readonly baseUrl: string; readonly hosts: ReadonlySet<string> } | undefined
+
+const hostsOf = (baseUrl: string): ReadonlySet<string> => {
   const url = new URL(baseUrl)
   const port = url.port === "" ? "" : `:${url.port}`
   const names = isLoopbackHost(url.hostname) ? loopbackNames : [url.hostname.toLowerCase()]

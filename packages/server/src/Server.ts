@@ -3,11 +3,12 @@
  * deployment assembles. Logs one line with the public URL once listening.
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
-import { HttpLayerRouter, HttpServer } from "@effect/platform"
+import { HttpLayerRouter, HttpMiddleware, HttpServer } from "@effect/platform"
 import { NodeHttpServer } from "@effect/platform-node"
 import { Effect, Layer, Option } from "effect"
 import { Deployment } from "./Deployment.js"
 import { HealthRoute } from "./Health.js"
+import { OperatorSettings } from "./OperatorSettings.js"
 import { Settings } from "./Settings.js"
 
 /** Routes every deployment serves, whatever else it adds. */
@@ -66,9 +67,21 @@ const createFrontServer = () => {
   return server
 }
 
+/**
+ * The platform's own per-request span (URL, every header as an attribute, trace headers
+ * parsed) is only made when a trace exporter is configured (`CAIRN_OTLP_ENDPOINT`); otherwise
+ * `http.front` is the request's root span and nothing is exported anyway.
+ */
+const platformSpans = <A, E, R>(layer: Layer.Layer<A, E, R>) =>
+  Layer.unwrapEffect(
+    Effect.map(Effect.serviceOption(OperatorSettings), (operator) =>
+      Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint) ? HttpMiddleware.withTracerDisabledWhen(layer, () => true) : layer
+    )
+  )
+
 /** Serves `routes` on the configured host and port. */
 export const serve = <E, R>(routes: Layer.Layer<never, E, R>) =>
-  Layer.merge(HttpLayerRouter.serve(Layer.mergeAll(CoreRoutes, routes), { disableListenLog: true, disableLogger: true }), announce).pipe(
+  Layer.merge(platformSpans(HttpLayerRouter.serve(Layer.mergeAll(CoreRoutes, routes), { disableListenLog: true, disableLogger: true })), announce).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
         Effect.map(Settings, (s) => NodeHttpServer.layer(createFrontServer, { port: s.port, host: s.host }))
