@@ -151,4 +151,28 @@ describe("traces and logs through the real App", () => {
         for (const body of bodies) assert.notInclude(body, secret, `an error body carries a planted secret: ${body.slice(0, 300)}`)
       }
     }), 60_000)
+  it.scopedLive("an upstream traceparent names the trace logged, with or without an exporter", () =>
+    Effect.gen(function* () {
+      const otlp = yield* receiver
+      for (const env of [{}, { CAIRN_OTLP_ENDPOINT: otlp.endpoint }]) {
+        const lines: Array<string> = []
+        const capture = Logger.map(Redaction.logger(Logger.jsonLogger), (line) => void lines.push(line))
+        const app = yield* startApp({ env, logger: capture, logLevel: LogLevel.Info })
+        const token = yield* app.token({ sub: "tracer", org: "org-trace" })
+        const traceId = "4bf92f3577b34da6a3ce929d0e0e4736"
+        const response = yield* Effect.promise(() =>
+          fetch(`${app.base}/db/rpc`, {
+            method: "POST",
+            headers: { authorization: `Bearer ${token}`, "content-type": "application/json", traceparent: `00-${traceId}-00f067aa0ba902b7-01` },
+            body: JSON.stringify({ _tag: "Request", id: "1", tag: "Query", payload: { query: projects }, headers: [] })
+          })
+        )
+        assert.strictEqual(response.status, 200)
+        const requestId = response.headers.get("x-request-id")
+        yield* Effect.promise(() => response.text())
+        const line = lines.map((l) => JSON.parse(l)).find((l) => l.annotations?.requestId === requestId && l.annotations?.route !== undefined)
+        assert.strictEqual(line?.annotations.traceId, traceId, JSON.stringify(env))
+      }
+    })
+  )
 })

@@ -4,7 +4,7 @@
  * the id, records metrics and logs one line per request — method, route pattern,
  * status, duration and id; never tokens, query strings or payloads.
  */
-import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, LogLevel, Option, Tracer } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
@@ -87,7 +87,10 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
         const requestId = correlation.id
         const started = yield* Clock.currentTimeMillis
 
-        return yield* Effect.useSpan("http.front", { kind: "server", captureStackTrace: false }, (span) => {
+        // Without the platform's span (no exporter), an upstream `traceparent` still names the trace logged.
+        const upstream = Option.isNone(yield* Effect.serviceOption(Tracer.ParentSpan)) ? HttpTraceContext.fromHeaders(request.headers) : Option.none()
+        const options = { kind: "server", captureStackTrace: false, ...(Option.isSome(upstream) ? { parent: upstream.value } : {}) } as const
+        return yield* Effect.useSpan("http.front", options, (span) => {
           const route = () => {
             const matched = span.attributes.get("http.route")
             return typeof matched === "string" ? matched : unmatched
