@@ -16,7 +16,7 @@ import type { Scalar } from "@cairn/domain/QueryDocument"
 import type { SyncChange } from "@cairn/domain/Sync"
 import { inScopeEffect, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
 import { Effect } from "effect"
-import { type Narrowing, norm, rows } from "./rows.js"
+import { type Narrowing, norm, rows, type Wide } from "./rows.js"
 import { entryFilter, type ResolvedScope, type ScopeEntry, strip } from "./scope.js"
 
 /** One row-level change of a commit, as the log stores it. */
@@ -147,6 +147,8 @@ export interface ReplayOptions {
   readonly maxDependents: number
   /** Lookup answers shared with other replays reading the same state. */
   readonly cache?: Map<string, ReadonlyArray<RecordValue>>
+  /** Unnarrowed lookups shared with the other replays of the same state (see `Wide`). */
+  readonly wide?: Wide
   /** From `narrowingOf(catalog, scope)`, computed once per stream. */
   readonly narrowing?: Narrowing
 }
@@ -225,7 +227,7 @@ export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlE
     const touched = touchedBy(commits)
 
     // Reads of the current state, shared by every evaluation of this batch.
-    const current = rows(catalog, reader, options.cache, options.narrowing)
+    const current = rows(catalog, reader, options.cache, options.narrowing, options.wide)
     const rowsWhere = current.where
     const lookupNow = current.lookup
     // The start of the range: undo every touched row to its first before image.
