@@ -121,6 +121,21 @@ function* members(projectId: string, subjects: Iterable<string>) {
   for (const subject of subjects) yield { id: `m-${projectId}-${subject}`, projectId, subject, role: "viewer", createdAt: AT, updatedAt: AT }
 }
 
+/** `BENCH_SYNC_PROFILE=<file>`: a CPU profile of the server process during the fan-out rounds only. */
+const startProfile = async () => {
+  const { Session } = await import("node:inspector/promises")
+  const session = new Session()
+  session.connect()
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+  return async (file: string) => {
+    const { profile } = await session.post("Profiler.stop")
+    const { writeFileSync } = await import("node:fs")
+    writeFileSync(file, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!
 
 export const fanout = async (): Promise<void> => {
@@ -208,7 +223,7 @@ export const fanout = async (): Promise<void> => {
       const ackAlone = await runtime.runPromise(ackMillis(15, "Alone"))
       let ackWithStreams = 0
       // The clients run in their own process: this one runs only the server.
-      const child = fork(clientsScript, [], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+      const child = fork(clientsScript, [], { execArgv: ["--conditions=@cairn/source", "--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
       const replies: Array<ChildReply> = []
       let wake: (() => void) | undefined
       let failed: Error | undefined
@@ -230,6 +245,7 @@ export const fanout = async (): Promise<void> => {
       try {
         child.send({ url, tokens })
         await reply() // every client caught up and live
+        const profiler = process.env["BENCH_SYNC_PROFILE"] ? await startProfile() : undefined
         for (let round = 0; round < ROUNDS; round++) {
           const title = `Round ${round}`
           const start = performance.timeOrigin + performance.now()
@@ -238,6 +254,7 @@ export const fanout = async (): Promise<void> => {
           const answer = await reply()
           for (const at of answer.arrivals ?? []) samples.push(at - start)
         }
+        if (profiler) await profiler(process.env["BENCH_SYNC_PROFILE"]!)
         ackWithStreams = await runtime.runPromise(ackMillis(15, "Watched"))
       } finally {
         child.removeAllListeners("exit")
