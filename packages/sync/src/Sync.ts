@@ -7,20 +7,24 @@ import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
-import { type ChangesRequest, resnapshot, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
+import { type ChangesRequest, resnapshot, SyncChange, SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
 import type { RecordValue } from "@cairn/policy/Evaluate"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
-import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Stream } from "effect"
+import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Schema, Stream } from "effect"
 import { narrowingOf, replay, type ReplayResult, stateAtStart } from "./internal/replay.js"
 import { makeWide, type Narrowing, type Wide } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
+import * as SyncLiveSink from "./SyncLiveSink.js"
 import * as SyncMetrics from "./SyncMetrics.js"
+
+const encodeChanges = Schema.encodeSync(Schema.Array(SyncChange))
+const encodeCheckpoint = Schema.encodeSync(SyncCheckpoint)
 
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
@@ -193,6 +197,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     interface Replayed {
       readonly result: ReplayResult
       readonly newest: string | undefined
+      /** The JSON text of the encoded changes, made once for every stream sent them directly. */
+      encoded?: string
     }
     const replayed = new Map<string, Map<string, Replayed>>()
     const replayKey = (view: View, scope: ResolvedScope, position: number, last: number) =>
@@ -291,12 +297,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      * Each waiter gets the shared answer and seals its own checkpoint.
      */
     interface Waiter {
-      readonly position: number
-      readonly kind: string
+      /** Everything up to here was sent. */
+      position: number
       readonly view: View
       readonly scope: ResolvedScope
       readonly narrowing: Narrowing
-      /** Completed with the range's answer, or undefined when the stream must read it itself. */
+      /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
+      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly binding: SyncCursor.Binding } | undefined
+      /** Completed with the range's answer (for the stream to send), or undefined when the stream must read it itself. */
       readonly done: Deferred.Deferred<Served | undefined>
     }
     type Served =
@@ -365,14 +373,32 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               remember(database, key, value)
             }
             const served: Served = { _tag: "Replayed", last, replayed: value }
-            for (const waiter of group) answers.set(waiter, served)
+            const result = value.result
+            for (const waiter of group) {
+              if (waiter.direct !== undefined && result._tag === "Changes") {
+                value.encoded ??= JSON.stringify(encodeChanges(result.changes))
+                const checkpoint = JSON.stringify(encodeCheckpoint(SyncCursor.checkpoint(sealer, { ...waiter.direct.binding, position: last })))
+                if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
+                  // Sent: the stream stays in the hub, one commit further.
+                  waiter.position = last
+                  hub.waiters.add(waiter)
+                  if (value.newest !== undefined) yield* SyncMetrics.recordLag(value.newest)
+                  continue
+                }
+              }
+              answers.set(waiter, served)
+            }
           }
         })
         return Effect.exit(reader.withTransaction(serve)).pipe(
           Effect.flatMap((exit) =>
             Effect.sync(() => {
               // Whatever was not answered (a failed read) reads the range itself.
-              for (const waiter of taken) Deferred.unsafeDone(waiter.done, Exit.succeed(Exit.isSuccess(exit) ? answers.get(waiter) : undefined))
+              for (const waiter of taken) {
+                const answer = Exit.isSuccess(exit) ? answers.get(waiter) : undefined
+                // A stream sent its batch directly stays waiting, unless the read failed.
+                if (answer !== undefined || !hub.waiters.has(waiter)) Deferred.unsafeDone(waiter.done, Exit.succeed(answer))
+              }
             })
           )
         )
@@ -431,13 +457,21 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         })
       )
     /** The answer for the range after `position`, once the database commits past it. */
-    const awaitServed = (hub: Hub, spec: Omit<Waiter, "position" | "done">, position: number): Effect.Effect<Served | undefined> =>
+    /**
+     * The answer for the range after `position`, once the database commits past it, with the
+     * position the stream is at by then (past `position` when the hub sent batches directly).
+     */
+    const awaitServed = (
+      hub: Hub,
+      spec: Omit<Waiter, "position" | "done">,
+      position: number
+    ): Effect.Effect<readonly [Served | undefined, number]> =>
       Effect.suspend(() => {
         const waiter: Waiter = { ...spec, position, done: Deferred.unsafeMake(FiberId.none) }
         hub.waiters.add(waiter)
         if (hub.position > position) kick(hub)
         return Effect.ensuring(
-          Deferred.await(waiter.done),
+          Effect.map(Deferred.await(waiter.done), (served) => [served, waiter.position] as const),
           Effect.sync(() => hub.waiters.delete(waiter))
         )
       })
@@ -470,13 +504,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const live = request.live ?? true
           const narrowing = narrowingOf(view.catalog, scope)
           const hub = live ? yield* Effect.acquireRelease(acquireHub(database), (hub) => releaseHub(database, hub)) : undefined
-          const kind = { kind: `${view.token}|${scope.scopeDigest}|${scope.accessDigest}`, view, scope, narrowing }
+          const sink = Option.getOrUndefined(yield* Effect.serviceOption(SyncLiveSink.SyncLiveSink))
+          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, binding } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
-              const served = state.first || hub === undefined ? undefined : yield* awaitServed(hub, kind, state.position)
-              const step = served !== undefined ? stepOf(binding, state.position, served) : yield* batch(view, database, scope, narrowing, binding, state.position)
+              const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, kind, state.position)
+              const step = served !== undefined ? stepOf(binding, position, served) : yield* batch(view, database, scope, narrowing, binding, position)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const
