@@ -14,8 +14,8 @@ import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Schema, Stream } from "effect"
-import { narrowingOf, replay, type ReplayResult, stateAtStart } from "./internal/replay.js"
-import { makeWide, type Narrowing, type Wide } from "./internal/rows.js"
+import { narrowingOf, replay, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
+import { makeWide, type Narrowing, peek, type Wide } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
@@ -226,7 +226,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             ? "history_compacted"
             : undefined
     const refuse = (reason: ResnapshotReason, position: number): Step => ({ message: resnapshot(reason), position, newest: undefined })
-    const stepOf = (binding: SyncCursor.Binding, position: number, served: Served): Step =>
+    const stepOf = (checkpointAt: (position: number) => SyncCheckpoint, position: number, served: Served): Step =>
       served._tag === "Refused"
         ? refuse(served.reason, position)
         : served.replayed.result._tag === "AccessChanged"
@@ -235,7 +235,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               message: {
                 _tag: "SyncBatch",
                 changes: served.replayed.result.changes,
-                checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: served.last })
+                checkpoint: checkpointAt(served.last)
               },
               position: served.last,
               newest: served.replayed.newest
@@ -247,7 +247,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       database: Database,
       scope: ResolvedScope,
       narrowing: Narrowing,
-      binding: SyncCursor.Binding,
+      checkpointAt: (position: number) => SyncCheckpoint,
       position: number
     ) => {
       const reader = database.reader
@@ -272,7 +272,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             })
             const value: Replayed = { result, newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined }
             remember(database, replayKey(view, scope, position, last), value)
-            return stepOf(binding, position, { _tag: "Replayed", last, replayed: value })
+            return stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: value })
           })
         )
       )
@@ -283,7 +283,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         const refused = checked(position, last, watermark)
         if (refused !== undefined) return Effect.succeed(refuse(refused, position))
         const shared = replayed.get(database.id)?.get(replayKey(view, scope, position, last))
-        return shared !== undefined ? Effect.succeed(stepOf(binding, position, { _tag: "Replayed", last, replayed: shared })) : replayInTransaction
+        return shared !== undefined ? Effect.succeed(stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: shared })) : replayInTransaction
       })
     }
 
@@ -303,7 +303,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       readonly scope: ResolvedScope
       readonly narrowing: Narrowing
       /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
-      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly binding: SyncCursor.Binding } | undefined
+      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointAt: (position: number) => SyncCheckpoint } | undefined
       /** Completed with the range's answer (for the stream to send), or undefined when the stream must read it itself. */
       readonly done: Deferred.Deferred<Served | undefined>
     }
@@ -359,16 +359,17 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             let value = replayed.get(database.id)?.get(key)
             if (value === undefined) {
               const range = first.position === from ? commits : commits.filter((c) => c.position > first.position)
-              const result = yield* replay({
+              const options = {
                 catalog: first.view.catalog,
                 scope: first.scope,
-                reader,
                 commits: range,
                 maxDependents: config.maxDependents,
                 cache: shared.answers,
                 wide: shared.wide,
                 narrowing: first.narrowing
-              })
+              }
+              // Without a statement (nor the effect machinery) when the shared lookups answer it all.
+              const result = replaySync({ ...options, peek: peek(shared.answers, first.narrowing, shared.wide) }) ?? (yield* replay({ ...options, reader }))
               value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
               remember(database, key, value)
             }
@@ -377,7 +378,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             for (const waiter of group) {
               if (waiter.direct !== undefined && result._tag === "Changes") {
                 value.encoded ??= JSON.stringify(encodeChanges(result.changes))
-                const checkpoint = JSON.stringify(encodeCheckpoint(SyncCursor.checkpoint(sealer, { ...waiter.direct.binding, position: last })))
+                const checkpoint = JSON.stringify(encodeCheckpoint(waiter.direct.checkpointAt(last)))
                 if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
                   // Sent: the stream stays in the hub, one commit further.
                   waiter.position = last
@@ -505,13 +506,15 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const narrowing = narrowingOf(view.catalog, scope)
           const hub = live ? yield* Effect.acquireRelease(acquireHub(database), (hub) => releaseHub(database, hub)) : undefined
           const sink = Option.getOrUndefined(yield* Effect.serviceOption(SyncLiveSink.SyncLiveSink))
-          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, binding } }
+          // The stream's cursors: its binding sealed once, each position MACed (see `SyncCursor.checkpointer`).
+          const checkpointAt = SyncCursor.checkpointer(sealer, binding)
+          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, checkpointAt } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
               const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, kind, state.position)
-              const step = served !== undefined ? stepOf(binding, position, served) : yield* batch(view, database, scope, narrowing, binding, position)
+              const step = served !== undefined ? stepOf(checkpointAt, position, served) : yield* batch(view, database, scope, narrowing, checkpointAt, position)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const

@@ -23,6 +23,49 @@ export interface Rows {
 }
 
 /**
+ * The answer `rows(catalog, reader, cache, narrowing, wide).lookup` would give without
+ * reading anything, if it is known (cached, or in a shared read of `wide`).
+ */
+export const peek = (
+  cache: Map<string, ReadonlyArray<RecordValue>>,
+  narrowing: Narrowing,
+  wide: Wide | undefined
+) => (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
+  const also = narrowing(entity, field) ?? []
+  const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
+  const hit = cache.get(key)
+  if (hit !== undefined || wide === undefined || also.length === 0 || !also.every(([, v]) => indexable(v))) return hit
+  const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
+  if (shared?.rows === undefined) return undefined
+  return fromWide(shared, also, cache, key)
+}
+
+type WideEntry = Wide["entries"] extends Map<string, infer E> ? E : never
+/** The rows of a shared read that meet `also`, indexed once per set of narrowing fields; cached under `key`. */
+const fromWide = (
+  shared: WideEntry,
+  also: ReadonlyArray<readonly [string, Scalar]>,
+  cache: Map<string, ReadonlyArray<RecordValue>>,
+  key: string
+): ReadonlyArray<RecordValue> => {
+  const signature = also.map(([f]) => f).join("\u0000")
+  let index = shared.index.get(signature)
+  if (index === undefined) {
+    shared.index.set(signature, (index = new Map()))
+    for (const row of shared.rows!) {
+      if (!also.every(([f]) => indexable(row[f]))) continue
+      const k = also.map(([f]) => norm(row[f])).join("\u0000")
+      const bucket = index.get(k)
+      if (bucket) bucket.push(row)
+      else index.set(k, [row])
+    }
+  }
+  const found = index.get(also.map(([, v]) => norm(v)).join("\u0000")) ?? []
+  cache.set(key, found)
+  return found
+}
+
+/**
  * Unnarrowed lookup answers shared by many askers of one state (the live streams of a
  * database replaying one commit): when several principals look up the same rows, each
  * narrowed to its own (e.g. its own membership of a project), the rows are read once
@@ -92,31 +135,14 @@ export const rows = (
     const base = `${entity}\u0000${field}\u0000${norm(value)}`
     let shared = wide.entries.get(base)
     if (shared === undefined) wide.entries.set(base, (shared = { misses: 0, read: false, index: new Map() }))
-    const answer = (all: ReadonlyArray<RecordValue>) => {
-      const signature = also.map(([f]) => f).join("\u0000")
-      let index = shared!.index.get(signature)
-      if (index === undefined) {
-        shared!.index.set(signature, (index = new Map()))
-        for (const row of all) {
-          if (!also.every(([f]) => indexable(row[f]))) continue
-          const k = also.map(([f]) => norm(row[f])).join("\u0000")
-          const bucket = index.get(k)
-          if (bucket) bucket.push(row)
-          else index.set(k, [row])
-        }
-      }
-      const found = index.get(also.map(([, v]) => norm(v)).join("\u0000")) ?? []
-      cache.set(key, found)
-      return found
-    }
-    if (shared.read) return shared.rows === undefined ? narrowed : Effect.succeed(answer(shared.rows))
+    if (shared.read) return shared.rows === undefined ? narrowed : Effect.succeed(fromWide(shared, also, cache, key))
     shared.misses += 1
     if (shared.misses < wideAfter) return narrowed
     shared.read = true
     return Effect.flatMap(selectAtMost(entity, field, value, wideRows + 1), (all) => {
       if (all.length > wideRows) return narrowed
       shared!.rows = all
-      return Effect.succeed(answer(all))
+      return Effect.succeed(fromWide(shared!, also, cache, key))
     })
   }
   return { where, lookup }
