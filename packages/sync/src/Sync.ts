@@ -299,6 +299,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     interface Waiter {
       /** Everything up to here was sent. */
       position: number
+      /** The stream stopped waiting (it ended or was interrupted). */
+      gone: boolean
       readonly view: View
       readonly scope: ResolvedScope
       readonly narrowing: Narrowing
@@ -354,7 +356,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           if (groups.size === 0) return
           const commits = yield* Log.commitsAfter(reader, from, last - from)
           const shared = lookupCache(database, last)
+          let sinceYield = 0
           for (const [key, group] of groups) {
+            // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
+            if ((sinceYield += group.length) >= 128) {
+              sinceYield = 0
+              yield* Effect.yieldNow()
+            }
             const first = group[0]!
             let value = replayed.get(database.id)?.get(key)
             if (value === undefined) {
@@ -376,6 +384,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             const served: Served = { _tag: "Replayed", last, replayed: value }
             const result = value.result
             for (const waiter of group) {
+              if (waiter.gone) continue
               if (waiter.direct !== undefined && result._tag === "Changes") {
                 value.encoded ??= JSON.stringify(encodeChanges(result.changes))
                 const checkpoint = JSON.stringify(encodeCheckpoint(waiter.direct.checkpointAt(last)))
@@ -464,16 +473,19 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      */
     const awaitServed = (
       hub: Hub,
-      spec: Omit<Waiter, "position" | "done">,
+      spec: Omit<Waiter, "position" | "gone" | "done">,
       position: number
     ): Effect.Effect<readonly [Served | undefined, number]> =>
       Effect.suspend(() => {
-        const waiter: Waiter = { ...spec, position, done: Deferred.unsafeMake(FiberId.none) }
+        const waiter: Waiter = { ...spec, position, gone: false, done: Deferred.unsafeMake(FiberId.none) }
         hub.waiters.add(waiter)
         if (hub.position > position) kick(hub)
         return Effect.ensuring(
           Effect.map(Deferred.await(waiter.done), (served) => [served, waiter.position] as const),
-          Effect.sync(() => hub.waiters.delete(waiter))
+          Effect.sync(() => {
+            waiter.gone = true
+            hub.waiters.delete(waiter)
+          })
         )
       })
 
