@@ -446,7 +446,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               Deferred.await(fired),
               Effect.suspend(() => {
                 hub.wake = Deferred.unsafeMake(FiberId.none)
-                return round(database, hub)
+                // A round that dies must not stop the hub (its streams would wait forever).
+                return Effect.catchAllCause(round(database, hub), (cause) => Effect.logError("sync hub round failed", cause))
               })
             )
           }).pipe(Effect.forever, Effect.interruptible, Effect.forkDaemon)
