@@ -80,7 +80,7 @@ export const makeWide = (): Wide => ({ entries: new Map() })
 /** The most rows one shared read may return. */
 const wideRows = 4096
 /** Narrowed misses of the same rows before they are read once for all. */
-const wideAfter = 2
+const wideAfter = 8
 const indexable = (v: unknown) => typeof v === "string" || typeof v === "number" || typeof v === "boolean"
 
 /**
