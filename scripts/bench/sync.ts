@@ -3,21 +3,23 @@
  * loopback HTTP (NDJSON), each a member of the project, from just before the commit to
  * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=..`, and the writer's
  * acknowledgement of one commit with the 1,000 streams live over none:
- * `sync-ack: ratio_1000_vs_0=..` (clients share this process: see the README); (2) resuming
+ * `sync-ack: ratio_1000_vs_0=..` (the clients run in a child process,
+ * `support/syncClients.ts`, and report arrival times on the shared clock); (2) resuming
  * a cursor 100 commits behind in a database of 10k versus 1M tasks (resume work must
  * not grow with the table): `sync-resume: ratio_1M_vs_10k=..`.
  */
+import { fork } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { dirname, join } from "node:path"
+import { fileURLToPath } from "node:url"
 import Database from "better-sqlite3"
-import { Chunk, Deferred, Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Schedule, Stream } from "effect"
+import { Chunk, Effect, Layer, Logger, LogLevel, ManagedRuntime, Redacted, Stream } from "effect"
 import { exportJWK, generateKeyPair, SignJWT } from "jose"
 import { v7 as uuidv7 } from "uuid"
 import { compile } from "@cairn/catalog/Catalog"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { View } from "@cairn/catalog/View"
-import { SyncClient } from "@cairn/client/SyncClient"
 import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
@@ -49,6 +51,12 @@ import { trackerHandlers } from "@cairn/tracker/handlers"
 import { trackerPolicy } from "@cairn/tracker/policy"
 
 const CLIENTS = 1000
+const clientsScript = join(dirname(fileURLToPath(import.meta.url)), "support", "syncClients.ts")
+interface ChildReply {
+  readonly ready?: true
+  readonly title?: string
+  readonly arrivals?: ReadonlyArray<number>
+}
 const ROUNDS = 3
 const ORG = DatabaseKey.make("org-bench")
 const AT = "2026-01-01T00:00:00.000Z"
@@ -113,9 +121,24 @@ function* members(projectId: string, subjects: Iterable<string>) {
   for (const subject of subjects) yield { id: `m-${projectId}-${subject}`, projectId, subject, role: "viewer", createdAt: AT, updatedAt: AT }
 }
 
+/** `BENCH_SYNC_PROFILE=<file>`: a CPU profile of the server process during the fan-out rounds only. */
+const startProfile = async () => {
+  const { Session } = await import("node:inspector/promises")
+  const session = new Session()
+  session.connect()
+  await session.post("Profiler.enable")
+  await session.post("Profiler.start")
+  return async (file: string) => {
+    const { profile } = await session.post("Profiler.stop")
+    const { writeFileSync } = await import("node:fs")
+    writeFileSync(file, JSON.stringify(profile))
+    session.disconnect()
+  }
+}
+
 const percentile = (sorted: ReadonlyArray<number>, p: number) => sorted[Math.min(sorted.length - 1, Math.floor((sorted.length * p) / 100))]!
 
-const fanout = async () => {
+export const fanout = async (): Promise<void> => {
   const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-sync-"))
   try {
     const { project, task } = await create(
@@ -199,54 +222,44 @@ const fanout = async () => {
         })
       const ackAlone = await runtime.runPromise(ackMillis(15, "Alone"))
       let ackWithStreams = 0
-      await runtime.runPromise(
-        Effect.scoped(
-          Effect.gen(function* () {
-            // Every client takes its snapshot, then listens live; a round starts once all are caught up.
-            const arrivals = Array.from({ length: CLIENTS }, () => [] as Array<{ readonly at: number; readonly title: unknown }>)
-            const ready = yield* Effect.forEach(
-              tokens,
-              (token, i) =>
-                Effect.gen(function* () {
-                  const rpc = yield* SyncClient.http({ url, token: Effect.succeed(token) })
-                  let after: string | undefined
-                  let cursor: string | undefined
-                  while (cursor === undefined) {
-                    const page = yield* rpc.SyncSnapshot({ scope: tasks, ...(after ? { after } : {}) })
-                    cursor = page.checkpoint?.cursor
-                    after = page.next
-                  }
-                  const caughtUp = yield* Deferred.make<void>()
-                  yield* rpc.SyncChanges({ scope: tasks, cursor }).pipe(
-                    Stream.runForEach((message) =>
-                      message._tag !== "SyncBatch"
-                        ? Effect.dieMessage(`unexpected ${message._tag}`)
-                        : Effect.sync(() => {
-                            const now = performance.now()
-                            for (const change of message.changes) if (change._tag === "Upsert") arrivals[i]!.push({ at: now, title: change.record["title"] })
-                          }).pipe(Effect.zipRight(Deferred.succeed(caughtUp, undefined)))
-                    ),
-                    Effect.forkScoped
-                  )
-                  return caughtUp
-                }),
-              { concurrency: 50 }
-            )
-            yield* Effect.forEach(ready, Deferred.await, { discard: true })
-            for (let round = 0; round < ROUNDS; round++) {
-              const title = `Round ${round}`
-              const start = performance.now()
-              yield* rename(title)
-              const all = Effect.suspend(() =>
-                arrivals.every((a) => a.some((x) => x.title === title)) ? Effect.void : Effect.fail("waiting" as const)
-              )
-              yield* Effect.retry(all, { schedule: Schedule.spaced("5 millis"), times: 12_000 })
-              for (const a of arrivals) samples.push(a.find((x) => x.title === title)!.at - start)
-            }
-            ackWithStreams = yield* ackMillis(15, "Watched")
-          })
-        )
-      )
+      // The clients run in their own process: this one runs only the server.
+      const child = fork(clientsScript, [], { execArgv: ["--conditions=@cairn/source", "--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
+      const replies: Array<ChildReply> = []
+      let wake: (() => void) | undefined
+      let failed: Error | undefined
+      child.on("message", (reply: ChildReply) => {
+        replies.push(reply)
+        wake?.()
+      })
+      child.on("exit", (code) => {
+        failed = new Error(`the sync clients exited (${code})`)
+        wake?.()
+      })
+      const reply = async (): Promise<ChildReply> => {
+        while (replies.length === 0) {
+          if (failed) throw failed
+          await new Promise<void>((resolve) => (wake = resolve))
+        }
+        return replies.shift()!
+      }
+      try {
+        child.send({ url, tokens })
+        await reply() // every client caught up and live
+        const profiler = process.env["BENCH_SYNC_PROFILE"] ? await startProfile() : undefined
+        for (let round = 0; round < ROUNDS; round++) {
+          const title = `Round ${round}`
+          const start = performance.timeOrigin + performance.now()
+          await runtime.runPromise(rename(title))
+          child.send({ title })
+          const answer = await reply()
+          for (const at of answer.arrivals ?? []) samples.push(at - start)
+        }
+        if (profiler) await profiler(process.env["BENCH_SYNC_PROFILE"]!)
+        ackWithStreams = await runtime.runPromise(ackMillis(15, "Watched"))
+      } finally {
+        child.removeAllListeners("exit")
+        child.kill()
+      }
       samples.sort((a, b) => a - b)
       console.log(`sync-fanout: clients=${CLIENTS} p50_ms=${percentile(samples, 50).toFixed(1)} p99_ms=${percentile(samples, 99).toFixed(1)}`)
       console.log(

@@ -6,13 +6,16 @@
  * request timeout bounds only the time to the first batch), and produces its next batch
  * only while the bytes its reader has not taken yet are within `syncStreamBufferBytes`;
  * a reader that stays behind for `syncStreamStallMs` gets the end of the stream after
- * what it was sent, and resumes from the last checkpoint it received.
+ * what it was sent, and resumes from the last checkpoint it received. Once caught up, a
+ * stream's batches are written to its exchange by the database's sync hub, pre-encoded
+ * (`SyncLiveSink`), while the exchange holds at most the bound.
  */
 import { HttpLayerRouter } from "@effect/platform"
 import { RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { SyncRpcsWire } from "@cairn/domain/SyncRpcs"
+import { SyncLiveSink } from "@cairn/sync/SyncLiveSink"
 import { Context, Effect, Layer, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
@@ -46,15 +49,15 @@ const Handlers = ServedSyncRpcs.toLayer(
         Effect.flatMap(CurrentPrincipal, (principal) => plane.snapshot(principal, payload)).pipe(answerRpc("SyncSnapshot"), Effect.provideService(CurrentTransport, "sync")),
       SyncChanges: (payload, { clientId }) =>
         Stream.unwrap(
-          Effect.map(CurrentPrincipal, (principal) =>
-            transport.paced(
-              clientId,
-              plane.changes(principal, payload).pipe(
-                Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))),
-                Stream.provideService(CurrentTransport, "sync")
-              )
+          Effect.map(CurrentPrincipal, (principal) => {
+            const changes = plane.changes(principal, payload).pipe(
+              Stream.catchAll((error) => Stream.fromEffect(answerRpc("SyncChanges")(Effect.fail(error)))),
+              Stream.provideService(CurrentTransport, "sync")
             )
-          )
+            // A caught-up stream's batches go straight to the exchange, pre-encoded by the hub.
+            const direct = transport.direct(clientId)
+            return transport.paced(clientId, direct === undefined ? changes : Stream.provideService(changes, SyncLiveSink, direct))
+          })
         )
     })
   })

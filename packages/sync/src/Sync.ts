@@ -7,20 +7,24 @@ import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
-import { type ChangesRequest, resnapshot, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
+import { type ChangesRequest, resnapshot, SyncChange, SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
 import type { RecordValue } from "@cairn/policy/Evaluate"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
-import { Deferred, Effect, Fiber, FiberId, Metric, Option, Stream } from "effect"
-import { narrowingOf, replay, type ReplayResult, stateAtStart } from "./internal/replay.js"
-import type { Narrowing } from "./internal/rows.js"
+import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Schema, Stream } from "effect"
+import { narrowingOf, replay, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
+import { makeWide, type Narrowing, peek, type Wide } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
+import * as SyncLiveSink from "./SyncLiveSink.js"
 import * as SyncMetrics from "./SyncMetrics.js"
+
+const encodeChanges = Schema.encodeSync(Schema.Array(SyncChange))
+const encodeCheckpoint = Schema.encodeSync(SyncCheckpoint)
 
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
@@ -34,8 +38,12 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      * Lookup answers per database and state (last committed position): every live stream
      * of a database replays the same commit against the same state, so they share reads.
      */
-    const lookupCaches = new Map<string, Map<number, Map<string, ReadonlyArray<RecordValue>>>>()
-    const lookupCache = (database: Database, position: number) => {
+    interface Shared {
+      readonly answers: Map<string, ReadonlyArray<RecordValue>>
+      readonly wide: Wide
+    }
+    const lookupCaches = new Map<string, Map<number, Shared>>()
+    const lookupCache = (database: Database, position: number): Shared => {
       let byPosition = lookupCaches.get(database.id)
       if (!byPosition) {
         lookupCaches.set(database.id, (byPosition = new Map()))
@@ -44,7 +52,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       }
       let cache = byPosition.get(position)
       if (!cache) {
-        byPosition.set(position, (cache = new Map()))
+        byPosition.set(position, (cache = { answers: new Map(), wide: makeWide() }))
         // Keep only the newest few states: streams read the latest one.
         for (const old of [...byPosition.keys()].sort((a, b) => a - b).slice(0, -4)) byPosition.delete(old)
       }
@@ -61,74 +69,6 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           access: scope.accessDigest,
           catalogToken: view.token
         })
-      )
-
-    /**
-     * One watcher of each database's committed position for all its live streams: each
-     * commit completes the current latch and installs a fresh one, so a thousand waiting
-     * streams cost one subscription, not a thousand.
-     */
-    interface Signal {
-      position: number
-      latch: Deferred.Deferred<void>
-      users: number
-      watcher: Fiber.RuntimeFiber<void> | undefined
-    }
-    const signals = new Map<string, Signal>()
-    const signalLock = yield* Effect.makeSemaphore(1)
-    const acquireSignal = (database: Database) =>
-      signalLock.withPermits(1)(
-        Effect.gen(function* () {
-          const existing = signals.get(database.id)
-          if (existing) {
-            existing.users += 1
-            return existing
-          }
-          const signal: Signal = {
-            position: yield* database.committed.get,
-            latch: yield* Deferred.make<void>(),
-            users: 1,
-            watcher: undefined
-          }
-          signal.watcher = yield* database.committed.changes.pipe(
-            Stream.runForEach((position) =>
-              Effect.suspend(() => {
-                signal.position = position
-                const fired = signal.latch
-                signal.latch = Deferred.unsafeMake(FiberId.none)
-                return Deferred.succeed(fired, undefined)
-              })
-            ),
-            // Acquisition is uninterruptible and a fork inherits that; the watcher must stay stoppable.
-            Effect.interruptible,
-            Effect.forkDaemon
-          )
-          signals.set(database.id, signal)
-          return signal
-        })
-      )
-    const releaseSignal = (database: Database, signal: Signal) =>
-      signalLock.withPermits(1)(
-        Effect.suspend(() => {
-          signal.users -= 1
-          if (signal.users > 0 || signal.watcher === undefined) return Effect.void
-          signals.delete(database.id)
-          lookupCaches.delete(database.id)
-          replayed.delete(database.id)
-          return Fiber.interrupt(signal.watcher)
-        })
-      )
-    /** Waits (for the life of the scope) until `database` commits past a position. */
-    const commitSignal = (database: Database) =>
-      Effect.map(
-        Effect.acquireRelease(acquireSignal(database), (signal) => releaseSignal(database, signal)),
-        (signal) => {
-          const waitBeyond = (position: number): Effect.Effect<void> =>
-            Effect.suspend(() =>
-              signal.position > position ? Effect.void : Effect.zipRight(Deferred.await(signal.latch), waitBeyond(position))
-            )
-          return waitBeyond
-        }
       )
 
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
@@ -257,6 +197,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     interface Replayed {
       readonly result: ReplayResult
       readonly newest: string | undefined
+      /** The JSON text of the encoded changes, made once for every stream sent them directly. */
+      encoded?: string
     }
     const replayed = new Map<string, Map<string, Replayed>>()
     const replayKey = (view: View, scope: ResolvedScope, position: number, last: number) =>
@@ -274,53 +216,63 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     /** The last position and the compaction watermark, read in one statement (one snapshot). */
     const tipSql = `SELECT (SELECT coalesce(max(position), 0) FROM ${Log.commitsTable}), (SELECT coalesce(max(watermark), 0) FROM ${Log.compactionTable})`
 
+    /** Why the range after `position` up to `last` cannot be replayed, if it cannot. */
+    const checked = (position: number, last: number, watermark: number): ResnapshotReason | undefined =>
+      position < watermark
+        ? "history_compacted"
+        : position > last
+          ? "cursor_mismatch"
+          : last - position > config.maxReplayCommits
+            ? "history_compacted"
+            : undefined
+    const refuse = (reason: ResnapshotReason, position: number): Step => ({ message: resnapshot(reason), position, newest: undefined })
+    const stepOf = (checkpointAt: (position: number) => SyncCheckpoint, position: number, served: Served): Step =>
+      served._tag === "Refused"
+        ? refuse(served.reason, position)
+        : served.replayed.result._tag === "AccessChanged"
+          ? refuse("access_changed", position)
+          : {
+              message: {
+                _tag: "SyncBatch",
+                changes: served.replayed.result.changes,
+                checkpoint: checkpointAt(served.last)
+              },
+              position: served.last,
+              newest: served.replayed.newest
+            }
+
     /** Everything after `position` up to now, as one batch or a resnapshot, read in one transaction. */
     const batch = (
       view: View,
       database: Database,
       scope: ResolvedScope,
       narrowing: Narrowing,
-      binding: SyncCursor.Binding,
+      checkpointAt: (position: number) => SyncCheckpoint,
       position: number
     ) => {
       const reader = database.reader
-      const refuse = (reason: ResnapshotReason): Step => ({ message: resnapshot(reason), position, newest: undefined })
-      const checked = (last: number, watermark: number): Step | undefined =>
-        position < watermark
-          ? refuse("history_compacted")
-          : position > last
-            ? refuse("cursor_mismatch")
-            : last - position > config.maxReplayCommits
-              ? refuse("history_compacted")
-              : undefined
-      const stepOf = (last: number, { newest, result }: Replayed): Step =>
-        result._tag === "AccessChanged"
-          ? refuse("access_changed")
-          : {
-              message: { _tag: "SyncBatch", changes: result.changes, checkpoint: SyncCursor.checkpoint(sealer, { ...binding, position: last }) },
-              position: last,
-              newest
-            }
       const replayInTransaction = Effect.orDie(
         reader.withTransaction(
           Effect.gen(function* () {
             const last = yield* Log.lastPosition(reader)
             const watermark = yield* Log.watermark(reader)
-            const refused = checked(last, watermark)
-            if (refused !== undefined) return refused
+            const refused = checked(position, last, watermark)
+            if (refused !== undefined) return refuse(refused, position)
             const commits = last === position ? [] : yield* Log.commitsAfter(reader, position, last - position)
+            const shared = lookupCache(database, last)
             const result = yield* replay({
               catalog: view.catalog,
               scope,
               reader,
               commits,
               maxDependents: config.maxDependents,
-              cache: lookupCache(database, last),
+              cache: shared.answers,
+              wide: shared.wide,
               narrowing
             })
             const value: Replayed = { result, newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined }
             remember(database, replayKey(view, scope, position, last), value)
-            return stepOf(last, value)
+            return stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: value })
           })
         )
       )
@@ -328,12 +280,215 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       return Effect.flatMap(database.values(tipSql, []), (rows) => {
         const last = Number(rows[0]?.[0] ?? 0)
         const watermark = Number(rows[0]?.[1] ?? 0)
-        const refused = checked(last, watermark)
-        if (refused !== undefined) return Effect.succeed(refused)
+        const refused = checked(position, last, watermark)
+        if (refused !== undefined) return Effect.succeed(refuse(refused, position))
         const shared = replayed.get(database.id)?.get(replayKey(view, scope, position, last))
-        return shared !== undefined ? Effect.succeed(stepOf(last, shared)) : replayInTransaction
+        return shared !== undefined ? Effect.succeed(stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: shared })) : replayInTransaction
       })
     }
+
+    /**
+     * The live tail of a database's streams: one hub per open database, fed by the writer's
+     * published position (one subscription for all its streams; the writer only publishes and
+     * returns). A stream that has sent everything up to its position waits in the hub; on each
+     * commit the hub reads the range once, in one read transaction, and replays it once per
+     * distinct kind of waiter (same position, catalog, scope and access) against lookups shared
+     * by the whole state (see `Wide`), so a commit costs per distinct view, not per stream.
+     * Each waiter gets the shared answer and seals its own checkpoint.
+     */
+    interface Waiter {
+      /** Everything up to here was sent. */
+      position: number
+      /** The stream stopped waiting (it ended or was interrupted). */
+      gone: boolean
+      readonly view: View
+      readonly scope: ResolvedScope
+      readonly narrowing: Narrowing
+      /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
+      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointAt: (position: number) => SyncCheckpoint } | undefined
+      /** Completed with the range's answer (for the stream to send), or undefined when the stream must read it itself. */
+      readonly done: Deferred.Deferred<Served | undefined>
+    }
+    type Served =
+      | { readonly _tag: "Refused"; readonly reason: ResnapshotReason }
+      | { readonly _tag: "Replayed"; readonly last: number; readonly replayed: Replayed }
+    interface Hub {
+      /** The newest position the writer published. */
+      position: number
+      readonly waiters: Set<Waiter>
+      /** Completed to make the hub look for waiters behind the database's position. */
+      wake: Deferred.Deferred<void>
+      users: number
+      fibers: ReadonlyArray<Fiber.RuntimeFiber<void>>
+    }
+    const hubs = new Map<string, Hub>()
+    const hubLock = yield* Effect.makeSemaphore(1)
+    const kick = (hub: Hub) => Deferred.unsafeDone(hub.wake, Exit.void)
+
+    /** Serves every waiter behind the database's position, in one read transaction. */
+    const round = (database: Database, hub: Hub) =>
+      Effect.suspend(() => {
+        if (hub.waiters.size === 0) return Effect.void
+        const reader = database.reader
+        const taken: Array<Waiter> = []
+        const answers = new Map<Waiter, Served>()
+        const serve = Effect.gen(function* () {
+          const last = yield* Log.lastPosition(reader)
+          const watermark = yield* Log.watermark(reader)
+          for (const waiter of hub.waiters) if (waiter.position < last) taken.push(waiter)
+          for (const waiter of taken) hub.waiters.delete(waiter)
+          if (taken.length === 0) return
+          // Group identical waiters; read the commits once, from the oldest position any needs.
+          const groups = new Map<string, Array<Waiter>>()
+          let from = last
+          for (const waiter of taken) {
+            const refused = checked(waiter.position, last, watermark)
+            if (refused !== undefined) {
+              answers.set(waiter, { _tag: "Refused", reason: refused })
+              continue
+            }
+            const key = replayKey(waiter.view, waiter.scope, waiter.position, last)
+            const group = groups.get(key)
+            if (group) group.push(waiter)
+            else groups.set(key, [waiter])
+            if (waiter.position < from) from = waiter.position
+          }
+          if (groups.size === 0) return
+          const commits = yield* Log.commitsAfter(reader, from, last - from)
+          const shared = lookupCache(database, last)
+          let sinceYield = 0
+          for (const [key, group] of groups) {
+            // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
+            if ((sinceYield += group.length) >= 128) {
+              sinceYield = 0
+              yield* Effect.yieldNow()
+            }
+            const first = group[0]!
+            let value = replayed.get(database.id)?.get(key)
+            if (value === undefined) {
+              const range = first.position === from ? commits : commits.filter((c) => c.position > first.position)
+              const options = {
+                catalog: first.view.catalog,
+                scope: first.scope,
+                commits: range,
+                maxDependents: config.maxDependents,
+                cache: shared.answers,
+                wide: shared.wide,
+                narrowing: first.narrowing
+              }
+              // Without a statement (nor the effect machinery) when the shared lookups answer it all.
+              const result = replaySync({ ...options, peek: peek(shared.answers, first.narrowing, shared.wide) }) ?? (yield* replay({ ...options, reader }))
+              value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
+              remember(database, key, value)
+            }
+            const served: Served = { _tag: "Replayed", last, replayed: value }
+            const result = value.result
+            for (const waiter of group) {
+              if (waiter.gone) continue
+              if (waiter.direct !== undefined && result._tag === "Changes") {
+                value.encoded ??= JSON.stringify(encodeChanges(result.changes))
+                const checkpoint = JSON.stringify(encodeCheckpoint(waiter.direct.checkpointAt(last)))
+                if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
+                  // Sent: the stream stays in the hub, one commit further.
+                  waiter.position = last
+                  hub.waiters.add(waiter)
+                  if (value.newest !== undefined) yield* SyncMetrics.recordLag(value.newest)
+                  continue
+                }
+              }
+              answers.set(waiter, served)
+            }
+          }
+        })
+        return Effect.exit(reader.withTransaction(serve)).pipe(
+          Effect.flatMap((exit) =>
+            Effect.sync(() => {
+              // Whatever was not answered (a failed read) reads the range itself.
+              for (const waiter of taken) {
+                const answer = Exit.isSuccess(exit) ? answers.get(waiter) : undefined
+                // A stream sent its batch directly stays waiting, unless the read failed.
+                if (answer !== undefined || !hub.waiters.has(waiter)) Deferred.unsafeDone(waiter.done, Exit.succeed(answer))
+              }
+            })
+          )
+        )
+      })
+
+    const acquireHub = (database: Database) =>
+      hubLock.withPermits(1)(
+        Effect.gen(function* () {
+          const existing = hubs.get(database.id)
+          if (existing) {
+            existing.users += 1
+            return existing
+          }
+          const hub: Hub = {
+            position: yield* database.committed.get,
+            waiters: new Set(),
+            wake: Deferred.unsafeMake(FiberId.none),
+            users: 1,
+            fibers: []
+          }
+          const watcher = yield* database.committed.changes.pipe(
+            Stream.runForEach((position) =>
+              Effect.sync(() => {
+                hub.position = position
+                kick(hub)
+              })
+            ),
+            // Acquisition is uninterruptible and a fork inherits that; the fibers must stay stoppable.
+            Effect.interruptible,
+            Effect.forkDaemon
+          )
+          const worker = yield* Effect.suspend(() => {
+            const fired = hub.wake
+            return Effect.zipRight(
+              Deferred.await(fired),
+              Effect.suspend(() => {
+                hub.wake = Deferred.unsafeMake(FiberId.none)
+                // A round that dies must not stop the hub (its streams would wait forever).
+                return Effect.catchAllCause(round(database, hub), (cause) => Effect.logError("sync hub round failed", cause))
+              })
+            )
+          }).pipe(Effect.forever, Effect.interruptible, Effect.forkDaemon)
+          hub.fibers = [watcher, worker]
+          hubs.set(database.id, hub)
+          return hub
+        })
+      )
+    const releaseHub = (database: Database, hub: Hub) =>
+      hubLock.withPermits(1)(
+        Effect.suspend(() => {
+          hub.users -= 1
+          if (hub.users > 0) return Effect.void
+          hubs.delete(database.id)
+          lookupCaches.delete(database.id)
+          replayed.delete(database.id)
+          return Fiber.interruptAll(hub.fibers)
+        })
+      )
+    /** The answer for the range after `position`, once the database commits past it. */
+    /**
+     * The answer for the range after `position`, once the database commits past it, with the
+     * position the stream is at by then (past `position` when the hub sent batches directly).
+     */
+    const awaitServed = (
+      hub: Hub,
+      spec: Omit<Waiter, "position" | "gone" | "done">,
+      position: number
+    ): Effect.Effect<readonly [Served | undefined, number]> =>
+      Effect.suspend(() => {
+        const waiter: Waiter = { ...spec, position, gone: false, done: Deferred.unsafeMake(FiberId.none) }
+        hub.waiters.add(waiter)
+        if (hub.position > position) kick(hub)
+        return Effect.ensuring(
+          Effect.map(Deferred.await(waiter.done), (served) => [served, waiter.position] as const),
+          Effect.sync(() => {
+            waiter.gone = true
+            hub.waiters.delete(waiter)
+          })
+        )
+      })
 
     /**
      * The changes after `request.cursor`: a resnapshot instruction when the cursor cannot
@@ -362,13 +517,17 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           yield* Metric.increment(SyncMetrics.resumes)
           const live = request.live ?? true
           const narrowing = narrowingOf(view.catalog, scope)
-          const waitBeyond = live ? yield* commitSignal(database) : () => Effect.void
+          const hub = live ? yield* Effect.acquireRelease(acquireHub(database), (hub) => releaseHub(database, hub)) : undefined
+          const sink = Option.getOrUndefined(yield* Effect.serviceOption(SyncLiveSink.SyncLiveSink))
+          // The stream's cursors: its binding sealed once, each position MACed (see `SyncCursor.checkpointer`).
+          const checkpointAt = SyncCursor.checkpointer(sealer, binding)
+          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, checkpointAt } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
-              if (!state.first) yield* waitBeyond(state.position)
-              const step = yield* batch(view, database, scope, narrowing, binding, state.position)
+              const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, kind, state.position)
+              const step = served !== undefined ? stepOf(checkpointAt, position, served) : yield* batch(view, database, scope, narrowing, checkpointAt, position)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const

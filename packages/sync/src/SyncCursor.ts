@@ -3,6 +3,7 @@
  * subject, a digest naming the database, the requested scope, the principal's access
  * to it and the catalog token, so a cursor never resumes anyone else's view.
  */
+import { createHmac, randomBytes, timingSafeEqual } from "node:crypto"
 import { Digest } from "@cairn/catalog"
 import { type SealerService } from "@cairn/catalog/Sealer"
 import { Position } from "@cairn/store"
@@ -44,7 +45,7 @@ const SealedCursor = Schema.Struct({ ...BindingFields, p: Count })
 const SealedContinuation = Schema.Struct({ ...BindingFields, p: Count, e: Count, k: Schema.NullOr(Schema.String), n: Count })
 
 const bindingOf = (b: Binding) => ({ v: 1 as const, s: b.subject, d: b.database, q: b.scope, a: b.access, t: b.catalogToken })
-const openBinding = (p: typeof SealedCursor.Type | typeof SealedContinuation.Type): Binding =>
+const openBinding = (p: { readonly s: string; readonly d: string; readonly q: string; readonly a: string; readonly t: string }): Binding =>
   ({ subject: p.s, database: p.d, scope: p.q, access: p.a, catalogToken: p.t })
 
 export const sealCursor = (sealer: SealerService, cursor: Cursor): string =>
@@ -58,10 +59,50 @@ export const checkpoint = (sealer: SealerService, cursor: Cursor): SyncCheckpoin
   position: Position.encode(cursor.position)
 })
 
-export const openCursor = (sealer: SealerService, sealed: string): Cursor | undefined =>
-  Option.getOrUndefined(
-    Option.map(sealer.open("sync", SealedCursor, sealed), (p) => ({ ...openBinding(p), position: p.p }))
+/**
+ * A live stream's cursors, cheap enough for every batch: the binding and a fresh random
+ * key are sealed once per stream, and each cursor is that seal, the position and an HMAC
+ * of both under the sealed key (`<seal>.<position>.<mac>`). Only the sealer's secret opens
+ * the key, so a cursor is as unforgeable and as bound as a fully sealed one; `openCursor`
+ * opens both forms.
+ */
+const SealedStream = Schema.Struct({ ...BindingFields, v: Schema.Literal(2), k: Schema.String })
+const macOf = (key: Buffer, sealed: string, position: string) =>
+  createHmac("sha256", key).update(sealed).update(".").update(position).digest().subarray(0, 16)
+
+export const checkpointer = (sealer: SealerService, binding: Binding): ((position: number) => SyncCheckpoint) => {
+  const key = randomBytes(32)
+  const sealed = sealer.seal("sync", SealedStream, { ...bindingOf(binding), v: 2 as const, k: key.toString("base64url") })
+  return (position) => {
+    const at = position.toString(36)
+    return {
+      cursor: `${sealed}.${at}.${macOf(key, sealed, at).toString("base64url")}`,
+      subject: binding.subject,
+      database: binding.database,
+      catalogToken: binding.catalogToken,
+      position: Position.encode(position)
+    }
+  }
+}
+
+export const openCursor = (sealer: SealerService, sealed: string): Cursor | undefined => {
+  const parts = sealed.split(".")
+  if (parts.length === 1) {
+    return Option.getOrUndefined(Option.map(sealer.open("sync", SealedCursor, sealed), (p) => ({ ...openBinding(p), position: p.p })))
+  }
+  if (parts.length !== 3 || !/^[0-9a-z]{1,11}$/.test(parts[1]!)) return undefined
+  const [seal, at, mac] = parts as [string, string, string]
+  return Option.getOrUndefined(
+    Option.flatMap(sealer.open("sync", SealedStream, seal), (p) => {
+      const expected = macOf(Buffer.from(p.k, "base64url"), seal, at)
+      const given = Buffer.from(mac, "base64url")
+      const position = parseInt(at, 36)
+      return given.length === expected.length && timingSafeEqual(given, expected) && Number.isSafeInteger(position)
+        ? Option.some({ ...openBinding(p), position })
+        : Option.none()
+    })
   )
+}
 
 export const sealContinuation = (sealer: SealerService, c: Continuation): string =>
   sealer.seal("sync-page", SealedContinuation, { ...bindingOf(c), p: c.start, e: c.entry, k: c.after, n: c.sent })

@@ -37,6 +37,14 @@ export interface PacedProtocol {
    * element produced so far and the end of the stream.
    */
   readonly paced: <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R>
+  /**
+   * Writes pre-encoded elements of the stream of the exchange `clientId` straight to it (see
+   * `SyncLiveSink`): `offer` takes the JSON text of one encoded element, frames it as the
+   * RPC server would (a `Chunk` of one value) and queues it, or answers `false` when the
+   * exchange is gone or holds more than the bound (the stream then sends it, paced).
+   * Undefined when the exchange is not one NDJSON request.
+   */
+  readonly direct: (clientId: number) => { readonly offer: (message: string) => boolean } | undefined
 }
 
 export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never, RpcSerialization.RpcSerialization> =>
@@ -51,6 +59,10 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
     let nextId = 0
 
     interface Client {
+      /** The id of the exchange's only request, if it carries one. */
+      readonly only: () => string | undefined
+      /** Queues bytes now; false when the exchange ended. */
+      readonly unsafeOffer: (text: string) => boolean
       readonly write: (response: RpcMessage.FromServerEncoded) => Effect.Effect<void>
       readonly end: Effect.Effect<void>
       readonly flow: Flow
@@ -94,12 +106,20 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
         })
       }
 
+      const requestIds: Array<RpcMessage.RequestId> = []
       const offer = (encoded: Uint8Array | string) => {
         const bytes = typeof encoded === "string" ? encoder.encode(encoded) : encoded
         flow.held += bytes.length
         return mailbox.offer(bytes)
       }
       const client: Client = {
+        only: () => (requestIds.length === 1 ? String(requestIds[0]) : undefined),
+        unsafeOffer: (text) => {
+          const bytes = encoder.encode(text)
+          if (!mailbox.unsafeOffer(bytes)) return false
+          flow.held += bytes.length
+          return true
+        },
         write: (response) => {
           try {
             const encoded = parser.encode(response)
@@ -114,7 +134,6 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       clientIds.add(id)
       clients.set(id, client)
 
-      const requestIds: Array<RpcMessage.RequestId> = []
       yield* Scope.addFinalizer(
         scope,
         Effect.suspend(() => {
@@ -132,13 +151,14 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
 
       try {
         const decoded = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
+        // Every request of the exchange is known before any handler runs (see `direct`).
         for (const message of decoded) {
           if (message._tag === "Request") {
             requestIds.push(RpcMessage.RequestId(message.id))
             ;(message as { headers: ReadonlyArray<[string, string]> }).headers = requestHeaders.concat(message.headers)
           }
-          yield* writeRequest(id, message)
         }
+        for (const message of decoded) yield* writeRequest(id, message)
       } catch (cause) {
         yield* client.write(RpcMessage.ResponseDefectEncoded(cause))
       }
@@ -205,7 +225,22 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
         )
       )
 
-    return { protocol, httpApp, paced } satisfies PacedProtocol
+    const ndjson = serialization.contentType === "application/ndjson"
+    const direct = (clientId: number) => {
+      if (!ndjson) return undefined
+      const requestId = clients.get(clientId)?.only()
+      if (requestId === undefined) return undefined
+      const prefix = `{"_tag":"Chunk","requestId":${JSON.stringify(requestId)},"values":[`
+      return {
+        offer: (message: string) => {
+          const client = clients.get(clientId)
+          if (client === undefined || client.flow.held > options.bufferBytes) return false
+          return client.unsafeOffer(`${prefix}${message}]}\n`)
+        }
+      }
+    }
+
+    return { protocol, httpApp, paced, direct } satisfies PacedProtocol
   })
 
 const concat = (arrays: Chunk.Chunk<Uint8Array>): Uint8Array => {

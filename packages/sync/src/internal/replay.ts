@@ -14,9 +14,9 @@ import type { RowScope } from "@cairn/catalog"
 import type { Catalog } from "@cairn/catalog/Catalog"
 import type { Scalar } from "@cairn/domain/QueryDocument"
 import type { SyncChange } from "@cairn/domain/Sync"
-import { inScopeEffect, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
+import { inScope, inScopeEffect, type Lookup, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
 import { Effect } from "effect"
-import { type Narrowing, norm, rows } from "./rows.js"
+import { type Narrowing, norm, rows, type Wide } from "./rows.js"
 import { entryFilter, type ResolvedScope, type ScopeEntry, strip } from "./scope.js"
 
 /** One row-level change of a commit, as the log stores it. */
@@ -147,6 +147,8 @@ export interface ReplayOptions {
   readonly maxDependents: number
   /** Lookup answers shared with other replays reading the same state. */
   readonly cache?: Map<string, ReadonlyArray<RecordValue>>
+  /** Unnarrowed lookups shared with the other replays of the same state (see `Wide`). */
+  readonly wide?: Wide
   /** From `narrowingOf(catalog, scope)`, computed once per stream. */
   readonly narrowing?: Narrowing
 }
@@ -218,87 +220,83 @@ export const stateAtStart = (options: {
     return { touched: new Set(changed.keys()), visible }
   })
 
-export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
-  Effect.gen(function* () {
-    const { catalog, scope, reader, commits } = options
+/** What the replay needs from the state: a scope decision (at the start or now), or rows by field. */
+type Need =
+  | { readonly _tag: "inScope"; readonly entity: string; readonly scope: RowScope.RowScope; readonly record: RecordValue; readonly start: boolean }
+  | { readonly _tag: "where"; readonly entity: string; readonly field: string; readonly values: ReadonlyArray<Scalar> }
+type Replaying<A> = Generator<Need, A, any>
 
-    const touched = touchedBy(commits)
+function* inScopeAt(entity: string, scope: RowScope.RowScope, record: RecordValue, start: boolean): Replaying<boolean> {
+  return (yield { _tag: "inScope", entity, scope, record, start }) as boolean
+}
+function* rowsWhereNeed(entity: string, field: string, values: ReadonlyArray<Scalar>): Replaying<ReadonlyArray<RecordValue>> {
+  return (yield { _tag: "where", entity, field, values }) as ReadonlyArray<RecordValue>
+}
 
-    // Reads of the current state, shared by every evaluation of this batch.
-    const current = rows(catalog, reader, options.cache, options.narrowing)
-    const rowsWhere = current.where
-    const lookupNow = current.lookup
-    // The start of the range: undo every touched row to its first before image.
-    const lookupStart = lookupAtStart(lookupNow, touched)
+/** The replay itself, asking for every read it needs (see the two runners below). */
+function* replaying(catalog: Catalog, scope: ResolvedScope, touched: Map<string, Map<string, Touched>>, maxDependents: number): Replaying<ReplayResult> {
+  const visible = function* (entry: ScopeEntry, record: RecordValue | null, start: boolean): Replaying<boolean> {
+    return record === null ? false : yield* inScopeAt(entry.entity.name, entryFilter(entry), record, start)
+  }
 
-    const visible = (entry: ScopeEntry, record: RecordValue | null, lookup: LookupEffect<SqlError.SqlError, never>) =>
-      record === null ? Effect.succeed(false) : inScopeEffect(catalog, entry.entity.name, entryFilter(entry), record, lookup)
+  // 1. Does any record the range did not touch see its visibility change?
+  const contribution = function* (n: Node, record: RecordValue | null, start: boolean): Replaying<{ key: Scalar; payload: string } | undefined> {
+    if (record === null) return undefined
+    if (n.kind === "hop") return { key: record[n.innerField] as Scalar, payload: norm([...n.reads].map((f) => record[f])) }
+    const counts = n.where === undefined || (yield* inScopeAt(n.entity, { _tag: "Where", filter: n.where }, record, start))
+    return counts ? { key: record[n.innerField] as Scalar, payload: "" } : undefined
+  }
 
-    // 1. Does any record the range did not touch see its visibility change?
-    const contribution = (n: Node, record: RecordValue | null, lookup: LookupEffect<SqlError.SqlError, never>) =>
-      Effect.gen(function* () {
-        if (record === null) return undefined
-        if (n.kind === "hop") return { key: record[n.innerField] as Scalar, payload: norm([...n.reads].map((f) => record[f])) }
-        const counts = n.where === undefined || (yield* inScopeEffect(catalog, n.entity, { _tag: "Where", filter: n.where }, record, lookup))
-        return counts ? { key: record[n.innerField] as Scalar, payload: "" } : undefined
-      })
+  const deltaKeys = function* (n: Node, start: RecordValue | null, now: RecordValue | null, into: Map<string, Scalar>): Replaying<void> {
+    const c0 = yield* contribution(n, start, true)
+    const c1 = yield* contribution(n, now, false)
+    if (c0 && c1 && norm(c0.key) === norm(c1.key) && c0.payload === c1.payload) return
+    for (const c of [c0, c1]) if (c && c.key !== null && c.key !== undefined) into.set(norm(c.key), c.key)
+  }
 
-    const deltaKeys = (
-      n: Node,
-      start: RecordValue | null,
-      now: RecordValue | null,
-      into: Map<string, Scalar>
-    ) =>
-      Effect.gen(function* () {
-        const c0 = yield* contribution(n, start, lookupStart)
-        const c1 = yield* contribution(n, now, lookupNow)
-        if (c0 && c1 && norm(c0.key) === norm(c1.key) && c0.payload === c1.payload) return
-        for (const c of [c0, c1]) if (c && c.key !== null && c.key !== undefined) into.set(norm(c.key), c.key)
-      })
+  let checked = 0
+  class TooMany {}
+  const tooMany = new TooMany()
 
-    let checked = 0
-    class TooMany {}
-    const tooMany = new TooMany()
+  /** Walks from changed rows of `n` (their `innerField` values) up to the root; true when a root record changed visibility. */
+  const affects = function* (n: Node, keys: Map<string, Scalar>, entry: ScopeEntry): Replaying<boolean> {
+    const parent = n.parent!
+    if (keys.size === 0) return false
+    const found = yield* rowsWhereNeed(parent.entity, n.outerField, [...keys.values()])
+    const changed = touched.get(parent.entity)
+    const candidates = new Map<string, { start: RecordValue | null; now: RecordValue | null }>()
+    for (const row of found) {
+      const t = changed?.get(row["id"] as string)
+      candidates.set(row["id"] as string, { start: t ? t.first : row, now: row })
+    }
+    if (changed && parent.kind !== "root") {
+      for (const [id, t] of changed) {
+        if (t.first && keys.has(norm(t.first[n.outerField]))) candidates.set(id, { start: t.first, now: t.last })
+      }
+    }
+    checked += candidates.size
+    if (checked > maxDependents) throw tooMany
+    if (parent.kind === "root") {
+      for (const [id, c] of candidates) {
+        // Touched records are decided exactly below.
+        if (changed?.has(id)) continue
+        const before = yield* visible(entry, c.start, true)
+        const after = yield* visible(entry, c.now, false)
+        if (before !== after) return true
+      }
+      return false
+    }
+    const next = new Map<string, Scalar>()
+    for (const c of candidates.values()) {
+      if (parent.kind === "hop") {
+        for (const r of [c.start, c.now]) if (r) next.set(norm(r["id"]), r["id"] as Scalar)
+      } else yield* deltaKeys(parent, c.start, c.now, next)
+    }
+    return yield* affects(parent, next, entry)
+  }
 
-    /** Walks from changed rows of `n` (their `innerField` values) up to the root; true when a root record changed visibility. */
-    const affects = (n: Node, keys: Map<string, Scalar>, entry: ScopeEntry): Effect.Effect<boolean, SqlError.SqlError | TooMany> =>
-      Effect.gen(function* () {
-        const parent = n.parent!
-        if (keys.size === 0) return false
-        const found = yield* rowsWhere(parent.entity, n.outerField, [...keys.values()])
-        const changed = touched.get(parent.entity)
-        const candidates = new Map<string, { start: RecordValue | null; now: RecordValue | null }>()
-        for (const row of found) {
-          const t = changed?.get(row["id"] as string)
-          candidates.set(row["id"] as string, { start: t ? t.first : row, now: row })
-        }
-        if (changed && parent.kind !== "root") {
-          for (const [id, t] of changed) {
-            if (t.first && keys.has(norm(t.first[n.outerField]))) candidates.set(id, { start: t.first, now: t.last })
-          }
-        }
-        checked += candidates.size
-        if (checked > options.maxDependents) return yield* Effect.fail(tooMany)
-        if (parent.kind === "root") {
-          for (const [id, c] of candidates) {
-            // Touched records are decided exactly below.
-            if (changed?.has(id)) continue
-            const before = yield* visible(entry, c.start, lookupStart)
-            const after = yield* visible(entry, c.now, lookupNow)
-            if (before !== after) return true
-          }
-          return false
-        }
-        const next = new Map<string, Scalar>()
-        for (const c of candidates.values()) {
-          if (parent.kind === "hop") {
-            for (const r of [c.start, c.now]) if (r) next.set(norm(r["id"]), r["id"] as Scalar)
-          } else yield* deltaKeys(parent, c.start, c.now, next)
-        }
-        return yield* affects(parent, next, entry)
-      })
-
-    const accessChanged = Effect.gen(function* () {
+  const accessChanged = function* (): Replaying<boolean> {
+    try {
       for (const entry of scope.entries) {
         if (entry.rowScope._tag !== "Where") continue
         const nodes: Array<Node> = []
@@ -312,26 +310,92 @@ export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlE
         }
       }
       return false
-    }).pipe(Effect.catchIf((e): e is TooMany => e === tooMany, () => Effect.succeed(true)))
+    } catch (e) {
+      if (e === tooMany) return true
+      throw e
+    }
+  }
 
-    if (yield* accessChanged) return { _tag: "AccessChanged" } as const
+  if (yield* accessChanged()) return { _tag: "AccessChanged" } as const
 
-    // 2. Every touched record in scope, decided exactly, in the order of its last change.
-    const decided: Array<{ readonly position: number; readonly change: SyncChange }> = []
-    for (const entry of scope.entries) {
-      const changedRows = touched.get(entry.entity.name)
-      if (!changedRows || entry.rowScope._tag === "None") continue
-      for (const [id, t] of changedRows) {
-        const before = yield* visible(entry, t.first, lookupStart)
-        const after = yield* visible(entry, t.last, lookupNow)
-        if (after) {
-          if (before && sameVisible(entry, t.first!, t.last!)) continue
-          decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
-        } else if (before) {
-          decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
-        }
+  // 2. Every touched record in scope, decided exactly, in the order of its last change.
+  const decided: Array<{ readonly position: number; readonly change: SyncChange }> = []
+  for (const entry of scope.entries) {
+    const changedRows = touched.get(entry.entity.name)
+    if (!changedRows || entry.rowScope._tag === "None") continue
+    for (const [id, t] of changedRows) {
+      const before = yield* visible(entry, t.first, true)
+      const after = yield* visible(entry, t.last, false)
+      if (after) {
+        if (before && sameVisible(entry, t.first!, t.last!)) continue
+        decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
+      } else if (before) {
+        decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
       }
     }
-    decided.sort((a, b) => a.position - b.position)
-    return { _tag: "Changes", changes: decided.map((d) => d.change) } as const
+  }
+  decided.sort((a, b) => a.position - b.position)
+  return { _tag: "Changes", changes: decided.map((d) => d.change) } as const
+}
+
+export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
+  Effect.suspend(() => {
+    const { catalog, scope, reader, commits } = options
+    const touched = touchedBy(commits)
+    // Reads of the current state, shared by every evaluation of this batch.
+    const current = rows(catalog, reader, options.cache, options.narrowing, options.wide)
+    // The start of the range: undo every touched row to its first before image.
+    const lookupStart = lookupAtStart(current.lookup, touched)
+    const answer = (need: Need): Effect.Effect<unknown, SqlError.SqlError> =>
+      need._tag === "where"
+        ? current.where(need.entity, need.field, need.values)
+        : inScopeEffect(catalog, need.entity, need.scope, need.record, need.start ? lookupStart : current.lookup)
+    const run = replaying(catalog, scope, touched, options.maxDependents)
+    const step = (input: unknown): Effect.Effect<ReplayResult, SqlError.SqlError> => {
+      const next = run.next(input)
+      return next.done ? Effect.succeed(next.value) : Effect.flatMap(answer(next.value), step)
+    }
+    return step(undefined)
   })
+
+/** Thrown by a synchronous lookup that would need a statement. */
+const miss = new (class Miss {})()
+
+/**
+ * `replay` without any statement, when every lookup it needs is already answered by the
+ * shared cache (`peek`); undefined as soon as one is not (then run `replay`). The hub's
+ * streams replay one commit against one state, so after the first few every answer is there.
+ */
+export const replaySync = (
+  options: Omit<ReplayOptions, "reader"> & { readonly peek: Lookup | ((entity: string, field: string, value: Scalar) => ReadonlyArray<RecordValue> | undefined) }
+): ReplayResult | undefined => {
+  const { catalog, scope, commits } = options
+  const touched = touchedBy(commits)
+  const lookupNow: Lookup = (entity, field, value) => {
+    const found = options.peek(entity, field, value)
+    if (found === undefined) throw miss
+    return found
+  }
+  const lookupStart: Lookup = (entity, field, value) => {
+    const found = lookupNow(entity, field, value)
+    const changed = touched.get(entity)
+    if (!changed) return found
+    const wanted = norm(value)
+    const kept = found.filter((r) => !changed.has(r["id"] as string))
+    for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
+    return kept
+  }
+  const run = replaying(catalog, scope, touched, options.maxDependents)
+  try {
+    let next = run.next()
+    while (!next.done) {
+      const need = next.value
+      if (need._tag === "where") return undefined
+      next = run.next(inScope(catalog, need.entity, need.scope, need.record, need.start ? lookupStart : lookupNow))
+    }
+    return next.value
+  } catch (e) {
+    if (e === miss) return undefined
+    throw e
+  }
+}

@@ -23,6 +23,67 @@ export interface Rows {
 }
 
 /**
+ * The answer `rows(catalog, reader, cache, narrowing, wide).lookup` would give without
+ * reading anything, if it is known (cached, or in a shared read of `wide`).
+ */
+export const peek = (
+  cache: Map<string, ReadonlyArray<RecordValue>>,
+  narrowing: Narrowing,
+  wide: Wide | undefined
+) => (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
+  const also = narrowing(entity, field) ?? []
+  const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
+  const hit = cache.get(key)
+  if (hit !== undefined || wide === undefined || also.length === 0 || !also.every(([, v]) => indexable(v))) return hit
+  const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
+  if (shared?.rows === undefined) return undefined
+  return fromWide(shared, also, cache, key)
+}
+
+type WideEntry = Wide["entries"] extends Map<string, infer E> ? E : never
+/** The rows of a shared read that meet `also`, indexed once per set of narrowing fields; cached under `key`. */
+const fromWide = (
+  shared: WideEntry,
+  also: ReadonlyArray<readonly [string, Scalar]>,
+  cache: Map<string, ReadonlyArray<RecordValue>>,
+  key: string
+): ReadonlyArray<RecordValue> => {
+  const signature = also.map(([f]) => f).join("\u0000")
+  let index = shared.index.get(signature)
+  if (index === undefined) {
+    shared.index.set(signature, (index = new Map()))
+    for (const row of shared.rows!) {
+      if (!also.every(([f]) => indexable(row[f]))) continue
+      const k = also.map(([f]) => norm(row[f])).join("\u0000")
+      const bucket = index.get(k)
+      if (bucket) bucket.push(row)
+      else index.set(k, [row])
+    }
+  }
+  const found = index.get(also.map(([, v]) => norm(v)).join("\u0000")) ?? []
+  cache.set(key, found)
+  return found
+}
+
+/**
+ * Unnarrowed lookup answers shared by many askers of one state (the live streams of a
+ * database replaying one commit): when several principals look up the same rows, each
+ * narrowed to its own (e.g. its own membership of a project), the rows are read once
+ * (if there are at most `wideRows`) and indexed by the narrowing fields, so each asker's
+ * answer is a map lookup instead of a statement.
+ */
+export interface Wide {
+  /** Narrowed misses per (entity, field, value) so far; the rows once read (undefined: too many). */
+  readonly entries: Map<string, { misses: number; rows?: ReadonlyArray<RecordValue> | undefined; read: boolean; readonly index: Map<string, Map<string, Array<RecordValue>>> }>
+}
+export const makeWide = (): Wide => ({ entries: new Map() })
+/** The most rows one shared read may return. */
+const wideRows = 4096
+/** Narrowed misses of the same rows before they are read once for all. */
+const wideAfter = 8
+const indexable = (v: unknown) => typeof v === "string" || typeof v === "number" || typeof v === "boolean"
+
+/**
  * Row reads for one consistent state. `cache` may be shared by every reader of the same
  * state (the same database at the same last committed position), since a lookup's answer
  * depends on nothing else.
@@ -31,7 +92,9 @@ export const rows = (
   catalog: Catalog,
   reader: SqlClient.SqlClient,
   cache: Map<string, ReadonlyArray<RecordValue>> = new Map(),
-  narrowing: Narrowing = () => undefined
+  narrowing: Narrowing = () => undefined,
+  /** Shared with every reader of the same state, as `cache` is. */
+  wide?: Wide
 ): Rows => {
   const bind = (entity: string, field: string, value: Scalar) => {
     const f = field === "id" ? undefined : catalog.entity(entity)?.field(field)
@@ -52,6 +115,13 @@ export const rows = (
       (found) => found.map((row) => Layout.decodeRecord(compiled, row))
     )
   }
+  const selectAtMost = (entity: string, field: string, value: Scalar, limit: number) => {
+    const compiled = catalog.entity(entity)!
+    return Effect.map(
+      reader.unsafe<Record<string, unknown>>(`SELECT * FROM ${Layout.tableName(compiled)} WHERE ${Layout.quote(field)} = ? LIMIT ${limit}`, [bind(entity, field, value)]),
+      (found) => found.map((row) => Layout.decodeRecord(compiled, row))
+    )
+  }
   const where: Rows["where"] = (entity, field, values) => select(entity, field, values, [])
   // Lookups skip rows no asker could accept (e.g. other subjects' memberships), so a
   // project with many members costs one row per principal, not one per member.
@@ -59,7 +129,21 @@ export const rows = (
     const also = narrowing(entity, field) ?? []
     const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
     const hit = cache.get(key)
-    return hit ? Effect.succeed(hit) : Effect.tap(select(entity, field, [value], also), (found) => cache.set(key, found))
+    if (hit) return Effect.succeed(hit)
+    const narrowed = Effect.tap(select(entity, field, [value], also), (found) => cache.set(key, found))
+    if (wide === undefined || also.length === 0 || !also.every(([, v]) => indexable(v))) return narrowed
+    const base = `${entity}\u0000${field}\u0000${norm(value)}`
+    let shared = wide.entries.get(base)
+    if (shared === undefined) wide.entries.set(base, (shared = { misses: 0, read: false, index: new Map() }))
+    if (shared.read) return shared.rows === undefined ? narrowed : Effect.succeed(fromWide(shared, also, cache, key))
+    shared.misses += 1
+    if (shared.misses < wideAfter) return narrowed
+    shared.read = true
+    return Effect.flatMap(selectAtMost(entity, field, value, wideRows + 1), (all) => {
+      if (all.length > wideRows) return narrowed
+      shared!.rows = all
+      return Effect.succeed(fromWide(shared!, also, cache, key))
+    })
   }
   return { where, lookup }
 }
