@@ -19,7 +19,7 @@ const sources = (dir: string): Array<string> =>
 
 /** Package names a source file imports (type-only imports included: the `.d.ts` keep them). */
 const importedPackages = (file: string) =>
-  [...readFileSync(file, "utf8").matchAll(/(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)"([^"]+)"/gm)]
+  [...readFileSync(file, "utf8").matchAll(/(?:(?<!["'])\bfrom\s+|\bimport\s*\(\s*|^\s*import\s+)"([^"]+)"/gm)]
     .map((m) => m[1]!)
     .filter((spec) => !spec.startsWith(".") && !spec.startsWith("node:"))
     .map((spec) => spec.split("/").slice(0, spec.startsWith("@") ? 2 : 1).join("/"))
