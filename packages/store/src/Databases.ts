@@ -229,7 +229,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // A database never registered is created here (its directory too, if it was removed).
         else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
         const opened = Effect.gen(function* () {
-          const connection = yield* Connection.open({ filename })
+          const connection = yield* Connection.open({ filename, cacheKib: config.sqliteCacheKib })
           yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
           return connection
         })
@@ -266,7 +266,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const identity = identityOf(filename)
         const guardFile = stillThere(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle.
-        const readConnection = yield* Connection.open({ filename, readonly: true })
+        const readConnection = yield* Connection.open({ filename, readonly: true, cacheKib: config.sqliteCacheKib })
         const reader = readConnection.sql
         const readerRaw = readConnection.raw
         const values = (text: string, params: ReadonlyArray<unknown>) =>
