@@ -17,6 +17,7 @@ import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
+import { hotSpan } from "./internal/spans.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import * as Migrations from "./Migrations.js"
@@ -69,6 +70,10 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
     return `Database ${this.databaseId} could not be activated: ${reason}`
   }
 }
+
+/** Hot-path spans, made only when a tracer is configured (see `internal/spans.ts`). */
+const activateSpan = hotSpan("Databases.activate")
+const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
 
 /** The opaque id of a database key: the file name, and what logs show. */
 export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
@@ -278,8 +283,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
               : Effect.try(() => readerRaw.values(text, params))
           ).pipe(
             Effect.orDie,
-            // One cheap span per read statement (no captured stack, no text, never its values).
-            Effect.withSpan("sql.query", { captureStackTrace: false, attributes: { "db.system": "sqlite" } })
+            // One cheap span per read statement when a tracer is configured (no captured stack, no text, never its values).
+            readSpan
           )
         // Added before the writer, so it runs after the writer has stopped: the exact last position.
         let position: Effect.Effect<number> = Effect.succeed(0)
@@ -516,7 +521,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             restore(checked(id, database))
           )
         }))
-      }).pipe(Effect.withSpan("Databases.activate", { captureStackTrace: false }))
+      }).pipe(activateSpan)
 
     /**
      * `f` with the database of `databaseKey` held open for its duration, without a scope: the
@@ -534,7 +539,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           const database = leaseOpen(id, clock.unsafeCurrentTimeMillis())
           if (database === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
           return Effect.ensuring(
-            restore(Effect.flatMap(checked(id, database).pipe(Effect.withSpan("Databases.activate", { captureStackTrace: false })), f)),
+            restore(Effect.flatMap(checked(id, database).pipe(activateSpan), f)),
             unuse(id)
           )
         }))

@@ -14,6 +14,7 @@ import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Databases.js"
+import { hotSpan } from "./internal/spans.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 
@@ -71,8 +72,8 @@ const codecOf = (operation: CompiledOperation, key: string): Codec => {
  * (retryable, nothing applied), or a defect carrying an `InternalError`.
  */
 export const mutate = (args: MutateArgs) =>
-  // A span without a captured stack: this is the hot path of every write.
-  Effect.withSpan(mutateBody(args), "Mutate.mutate", { captureStackTrace: false })
+  // The hot path of every write: a span (without a captured stack) only when a tracer is configured.
+  hotSpan("Mutate.mutate")(mutateBody(args))
 
 const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs) => Effect.gen(function* () {
   const ref = request.operation
