@@ -38,14 +38,9 @@ const catalog = Effect.runSync(compile(tracker))
 const view = View.full(catalog)
 const principal = new Principal({ subject: "bench", roles: [], scopes: [], claims: {}, databaseKey: DatabaseKey.make("bench") })
 
-/** As the DataPlane calls `mutate`: the principal's database activated for each call. */
+/** As the DataPlane calls `mutate`: the principal's database held (`withDatabase`) for each call. */
 const invoke = (request: Parameters<typeof mutate>[0]["request"]) =>
-  Effect.scoped(
-    Effect.flatMap(
-      Effect.flatMap(Databases, (d) => d.activate(principal.databaseKey)),
-      (database) => mutate({ view, principal, request, database })
-    )
-  )
+  Effect.flatMap(Databases, (d) => d.withDatabase(principal.databaseKey, (database) => mutate({ view, principal, request, database })))
 
 const taskCreate = (projectId: string, n: number) =>
   invoke({

@@ -16,6 +16,8 @@ export interface ViewRules {
 
 export class View {
   private readonly fieldCache = new Map<string, ReadonlyArray<CompiledField>>()
+  /** A view never changes: its token is computed once (every mutation and query reads it). */
+  private tokenCache: string | undefined
 
   constructor(
     readonly catalog: Catalog,
@@ -33,11 +35,8 @@ export class View {
 
   /** The catalog token this view issues: a version per visible definition (see `CatalogVersion`). */
   get token(): string {
-    // A view never changes, so neither does its token: every request reads it.
     return (this.tokenCache ??= CatalogVersion.tokenOf(this.catalog, this.entities(), this.operations()))
   }
-
-  private tokenCache: string | undefined
 
   /** Whether a request made under `token` may run: every definition it touches is unchanged for it. */
   admits(token: string, touched: ReadonlyArray<CatalogVersion.Touched>): boolean {

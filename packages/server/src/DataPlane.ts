@@ -104,16 +104,15 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           )
 
     /** The caller's database for the current scope; a failure to open it is the operator's, logged by reference. */
-    const open = (principal: Principal) =>
-      Effect.catchAll(databases.activate(principal.databaseKey), (error) =>
-        Effect.gen(function* () {
-          const requestId = yield* Correlation.id
-          yield* Effect.logError("database unavailable", error)
-          return yield* new Unavailable({
-            message: `Your database cannot be opened right now; this was logged as ${requestId}. Retry later, or report that reference to the operator.`
-          })
+    const unavailable = (error: unknown) =>
+      Effect.gen(function* () {
+        const requestId = yield* Correlation.id
+        yield* Effect.logError("database unavailable", error)
+        return yield* new Unavailable({
+          message: `Your database cannot be opened right now; this was logged as ${requestId}. Retry later, or report that reference to the operator.`
         })
-      )
+      })
+    const open = (principal: Principal) => Effect.catchAll(databases.activate(principal.databaseKey), unavailable)
 
     const describeVerb = (principal: Principal, payload: unknown): Effect.Effect<DescribeResult, EngineError> =>
       Effect.gen(function* () {
@@ -137,14 +136,15 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           const { owner, name } = request.operation
           return [CatalogVersion.operation(owner.name, name), CatalogVersion.entity(owner.name)]
         })
-        const database = yield* open(principal)
-        return yield* mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
+        // The database held for the call without a scope of its own (the store's cheap lease).
+        return yield* databases.withDatabase(principal.databaseKey, (database) =>
+          mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
+        ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
       }).pipe(
         Effect.tapBoth({
           onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
           onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
         }),
-        Effect.scoped,
         scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate", { captureStackTrace: false }))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>

@@ -6,12 +6,16 @@
  */
 import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
-import * as OtelMetrics from "@effect/opentelemetry/Metrics"
-import * as Resource from "@effect/opentelemetry/Resource"
-import { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
+import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option } from "effect"
 import { OperatorSettings } from "./OperatorSettings.js"
+
+const loadOtel = async () => ({
+  OtelMetrics: await import("@effect/opentelemetry/Metrics"),
+  Resource: await import("@effect/opentelemetry/Resource"),
+  PrometheusExporter: (await import("@opentelemetry/exporter-prometheus")).PrometheusExporter
+})
 
 const listen = (host: string, port: number, exporter: PrometheusExporter) =>
   Effect.acquireRelease(
@@ -39,6 +43,8 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
     Option.match(settings.metrics, {
       onNone: () => Layer.empty,
       onSome: ({ host, port }) =>
+        // Loaded only when the endpoint is configured: the OpenTelemetry SDK weighs on every start otherwise.
+        Layer.unwrapEffect(Effect.map(Effect.promise(loadOtel), ({ OtelMetrics, Resource, PrometheusExporter }) =>
         Layer.scopedDiscard(
           Effect.gen(function* () {
             // No timestamps and no `target_info`: the scrape is the metrics and their help text only.
@@ -69,7 +75,7 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
             const bound = server.address() as AddressInfo
             yield* Effect.logInfo(`Cairn metrics at http://${host.includes(":") ? `[${host}]` : host}:${bound.port}/metrics`)
           })
-        ).pipe(Layer.provide(Resource.layer({ serviceName: "cairn" })))
+        ).pipe(Layer.provide(Resource.layer({ serviceName: "cairn" })))))
     })
   )
 )

@@ -8,7 +8,6 @@
 import { join } from "node:path"
 import { makeFilesystem, ObjectStore } from "@cairn/store/ObjectStore"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { makeS3, s3Client } from "./S3ObjectStore.js"
 import { Settings } from "./Settings.js"
 
 const s3Config = Config.all({
@@ -28,6 +27,8 @@ export const ObjectStoreLive = Layer.scoped(
     const backend = yield* Config.literal("filesystem", "s3")("CAIRN_OBJECT_STORE").pipe(Config.withDefault("filesystem"))
     if (backend === "filesystem") return makeFilesystem(join(settings.dataDir, "objects"))
     const s3 = yield* s3Config
+    // Loaded only when configured: the S3 SDK is a large part of the server's startup otherwise.
+    const { makeS3, s3Client } = yield* Effect.promise(() => import("./S3ObjectStore.js"))
     const credentials =
       Option.isSome(s3.accessKeyId) && Option.isSome(s3.secretAccessKey)
         ? { accessKeyId: s3.accessKeyId.value, secretAccessKey: Redacted.value(s3.secretAccessKey.value) }

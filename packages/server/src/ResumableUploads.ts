@@ -10,14 +10,21 @@
 import { randomBytes } from "node:crypto"
 import { createReadStream } from "node:fs"
 import { join } from "node:path"
-import { FileStore } from "@tus/file-store"
-import { Server } from "@tus/server"
+import type { Server } from "@tus/server"
 import { type Principal } from "@cairn/domain/Principal"
 import { Duration, Effect, Runtime, Stream } from "effect"
 import { type ObjectLimitsShape } from "./ObjectLimits.js"
 import { type Objects } from "./Objects.js"
 
 export const resumablePath = "/db/objects/resumable"
+
+/** The tus server and its file store, loaded with the first resumable upload (not at every start). */
+let tus: Promise<{ readonly Server: typeof import("@tus/server").Server; readonly FileStore: typeof import("@tus/file-store").FileStore }> | undefined
+const loadTus = () =>
+  (tus ??= Promise.all([import("@tus/server"), import("@tus/file-store")]).then(([server, store]) => ({
+    Server: server.Server,
+    FileStore: store.FileStore
+  })))
 
 /** The request header carrying the verified caller into the protocol's hooks (set by us, never by the client). */
 const contextHeader = "x-cairn-upload-context"
@@ -38,7 +45,7 @@ export const makeResumable = (options: {
   readonly runtime: Runtime.Runtime<never>
 }): Resumable => {
   const callers = new Map<string, Principal>()
-  const servers = new Map<string, Server>()
+  const servers = new Map<string, Promise<Server>>()
 
   const callerOf = (req: { readonly headers: Headers }): Principal => {
     const principal = callers.get(req.headers.get(contextHeader) ?? "")
@@ -46,14 +53,22 @@ export const makeResumable = (options: {
     return principal
   }
 
-  const serverFor = (databaseId: string) => {
+  const serverFor = (databaseId: string): Promise<Server> => {
     let server = servers.get(databaseId)
-    if (server) return server
+    if (server === undefined) {
+      server = makeServer(databaseId)
+      servers.set(databaseId, server)
+    }
+    return server
+  }
+
+  const makeServer = async (databaseId: string): Promise<Server> => {
+    const { FileStore, Server } = await loadTus()
     const datastore = new FileStore({
       directory: join(options.dataDir, "uploads", databaseId),
       expirationPeriodInMilliseconds: Duration.toMillis(options.limits.uploadTtl)
     })
-    server = new Server({
+    return new Server({
       path: resumablePath,
       datastore,
       relativeLocation: true,
@@ -87,8 +102,6 @@ export const makeResumable = (options: {
         return { status_code: 200, headers: { "content-type": "application/json", "cache-control": "no-store" }, body: JSON.stringify(stored.right) }
       }
     })
-    servers.set(databaseId, server)
-    return server
   }
 
   return {
@@ -105,13 +118,13 @@ export const makeResumable = (options: {
           duplex: "half",
           signal: request.signal
         }
-        return await serverFor(databaseId).handleWeb(new Request(request.url, init))
+        return await (await serverFor(databaseId)).handleWeb(new Request(request.url, init))
       } finally {
         callers.delete(token)
       }
     },
     expire: Effect.promise(() =>
-      Promise.all([...servers.values()].map((server) => server.cleanUpExpiredUploads().catch(() => 0))).then((counts) =>
+      Promise.all([...servers.values()].map((server) => server.then((s) => s.cleanUpExpiredUploads()).catch(() => 0))).then((counts) =>
         counts.reduce((a, b) => a + b, 0)
       )
     )

@@ -4,7 +4,7 @@
  */
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { HttpLayerRouter, HttpMiddleware, HttpServer } from "@effect/platform"
-import { NodeHttpServer } from "@effect/platform-node"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
 import { Deployment } from "./Deployment.js"
 import { HealthRoute } from "./Health.js"

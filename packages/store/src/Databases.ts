@@ -10,13 +10,14 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Effect, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, type Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
+import { hotSpan } from "./internal/spans.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import * as Migrations from "./Migrations.js"
@@ -70,6 +71,10 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
   }
 }
 
+/** Hot-path spans, made only when a tracer is configured (see `internal/spans.ts`). */
+const activateSpan = hotSpan("Databases.activate")
+const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
+
 /** The opaque id of a database key: the file name, and what logs show. */
 export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
   DatabaseId.make(Digest.databaseId(databaseKey))
@@ -122,6 +127,14 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const files = new Map<DatabaseId, Deferred.Deferred<void>>()
     /** Databases being closed for capacity (any other close is idle expiry or shutdown). */
     const evicting = new Set<DatabaseId>()
+    /** Databases whose activation finished, until they start closing: what the cheap lease hands out. */
+    const ready = new Map<DatabaseId, Database>()
+    /**
+     * While a database has users, one RcMap reference held for all of them (released when the last
+     * one leaves, which starts the RcMap's idle timer): a caller arriving meanwhile takes the cheap
+     * lease (a counter and a finalizer) instead of an RcMap reference of its own.
+     */
+    const pins = new Map<DatabaseId, Scope.CloseableScope>()
     let shuttingDown = false
     const gauge = Effect.suspend(() => Metric.set(openDatabases, opened.size))
     /**
@@ -221,7 +234,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // A database never registered is created here (its directory too, if it was removed).
         else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
         const opened = Effect.gen(function* () {
-          const connection = yield* Connection.open({ filename })
+          const connection = yield* Connection.open({ filename, cacheKib: config.sqliteCacheKib })
           yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
           return connection
         })
@@ -258,7 +271,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const identity = identityOf(filename)
         const guardFile = stillThere(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle.
-        const readConnection = yield* Connection.open({ filename, readonly: true })
+        const readConnection = yield* Connection.open({ filename, readonly: true, cacheKib: config.sqliteCacheKib })
         const reader = readConnection.sql
         const readerRaw = readConnection.raw
         const values = (text: string, params: ReadonlyArray<unknown>) =>
@@ -270,8 +283,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
               : Effect.try(() => readerRaw.values(text, params))
           ).pipe(
             Effect.orDie,
-            // One cheap span per read statement (no captured stack, no text, never its values).
-            Effect.withSpan("sql.query", { captureStackTrace: false, attributes: { "db.system": "sqlite" } })
+            // One cheap span per read statement when a tracer is configured (no captured stack, no text, never its values).
+            readSpan
           )
         // Added before the writer, so it runs after the writer has stopped: the exact last position.
         let position: Effect.Effect<number> = Effect.succeed(0)
@@ -333,6 +346,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         yield* Effect.addFinalizer(() =>
           Effect.gen(function* () {
             files.delete(id)
+            ready.delete(id)
             const reason: CloseReason = shuttingDown ? "shutdown" : evicting.has(id) ? "capacity" : "idle"
             evicting.delete(id)
             if (usage.get(id)?.users === 0) usage.delete(id)
@@ -365,6 +379,9 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         )
         activated = true
         opened.add(id)
+        // Removed by the first finalizer the scope runs (before the writer stops).
+        ready.set(id, database)
+        yield* Effect.addFinalizer(() => Effect.sync(() => ready.delete(id)))
         yield* Metric.increment(activations)
         yield* Metric.update(activationLatency, (yield* Clock.currentTimeMillis) - opening)
         yield* gauge
@@ -400,16 +417,15 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return Effect.forEach(victims, (id) => RcMap.invalidate(databases, id), { discard: true })
     })
 
-    const use = (id: DatabaseId) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.sync(() => {
-          const entry = usage.get(id)
-          if (entry) {
-            entry.users += 1
-            entry.lastUsed = now
-          } else usage.set(id, { users: 1, lastUsed: now })
-        })
-      )
+    const enter = (id: DatabaseId, now: number) => {
+      const entry = usage.get(id)
+      if (entry) {
+        entry.users += 1
+        entry.lastUsed = now
+      } else usage.set(id, { users: 1, lastUsed: now })
+    }
+
+    const use = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => enter(id, now)))
 
     const unuse = (id: DatabaseId) =>
       Effect.flatMap(Clock.currentTimeMillis, (now) =>
@@ -418,10 +434,28 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           if (!entry) return Effect.void
           entry.users -= 1
           entry.lastUsed = now
-          if (entry.users === 0 && !opened.has(id)) usage.delete(id)
-          return entry.users === 0 ? evictOverCapacity : Effect.void
+          if (entry.users > 0) return Effect.void
+          if (!opened.has(id)) usage.delete(id)
+          // The last user left: the shared reference goes (the RcMap's idle timer starts), then capacity.
+          const pin = pins.get(id)
+          if (pin === undefined) return evictOverCapacity
+          pins.delete(id)
+          return Effect.zipRight(Scope.close(pin, Exit.void), evictOverCapacity)
         })
       )
+
+    /** Takes the shared reference of a database in use (by the calling activation, so `users` > 0). */
+    const pin = (id: DatabaseId) =>
+      Effect.suspend(() => {
+        if (pins.has(id)) return Effect.void
+        return Effect.flatMap(Scope.make(), (scope) =>
+          Effect.flatMap(Effect.exit(Scope.extend(RcMap.get(databases, id), scope)), (exit) => {
+            if (Exit.isFailure(exit) || pins.has(id) || (usage.get(id)?.users ?? 0) === 0) return Scope.close(scope, Exit.void)
+            pins.set(id, scope)
+            return Effect.void
+          })
+        )
+      })
 
     /**
      * The database of `databaseKey`, created and laid out on first use. It stays open
@@ -439,24 +473,77 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return id
     }
 
-    const activate = (databaseKey: DatabaseKey) =>
-      Effect.gen(function* () {
-      const id = idOf(databaseKey)
-      const known = faults.get(id)
-      if (known) return yield* refuse(id, known)
-      // Counted before the RcMap reference is taken and released after it is dropped, so
-      // a database with users is never chosen for eviction.
-      yield* Effect.acquireRelease(use(id), () => unuse(id))
-      const database = yield* RcMap.get(databases, id).pipe(
-        // A failed activation is not kept: the next caller tries again.
-        Effect.tapError(() => RcMap.invalidate(databases, id))
-      )
-      // One stat: a file removed or replaced since it was opened is refused before anything is read or written.
+    /** One stat: a file removed or replaced since it was opened is refused before anything is read or written. */
+    const checked = (id: DatabaseId, database: Database): Effect.Effect<Database, ActivationError> => {
       const guardFile = guards.get(id)
-      if (guardFile) yield* Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error))))
-      yield* evictOverCapacity
+      return guardFile === undefined
+        ? Effect.succeed(database)
+        : Effect.as(Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error)))), database)
+    }
+
+    /** The first activation of a database by current users: an RcMap reference of its own, then the shared one. */
+    const activateSlow = (id: DatabaseId) =>
+      Effect.gen(function* () {
+        // Counted before the RcMap reference is taken and released after it is dropped, so
+        // a database with users is never chosen for eviction.
+        yield* Effect.acquireRelease(use(id), () => unuse(id))
+        const database = yield* RcMap.get(databases, id).pipe(
+          // A failed activation is not kept: the next caller tries again.
+          Effect.tapError(() => RcMap.invalidate(databases, id))
+        )
+        yield* checked(id, database)
+        yield* pin(id)
+        yield* evictOverCapacity
+        return database
+      })
+
+    /**
+     * The open database of an id that has users, if any: taken with a counter and one finalizer
+     * (the shared RcMap reference keeps it open), not a reference of its own.
+     */
+    const leaseOpen = (id: DatabaseId, now: number): Database | undefined => {
+      const database = ready.get(id)
+      if (database === undefined || !pins.has(id) || shuttingDown) return undefined
+      enter(id, now)
       return database
-      }).pipe(Effect.withSpan("Databases.activate", { captureStackTrace: false }))
+    }
+
+    const activate = (databaseKey: DatabaseKey): Effect.Effect<Database, ActivationError, Scope.Scope> =>
+      Effect.suspend((): Effect.Effect<Database, ActivationError, Scope.Scope> => {
+        const id = idOf(databaseKey)
+        const known = faults.get(id)
+        if (known) return Effect.fail(refuse(id, known))
+        return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
+          const database = leaseOpen(id, clock.unsafeCurrentTimeMillis())
+          if (database === undefined) return restore(activateSlow(id))
+          return Effect.zipRight(
+            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, unuse(id))),
+            restore(checked(id, database))
+          )
+        }))
+      }).pipe(activateSpan)
+
+    /**
+     * `f` with the database of `databaseKey` held open for its duration, without a scope: the
+     * request path's lease (a counter while the database is open and in use, else `activate`).
+     */
+    const withDatabase = <A, E, R>(
+      databaseKey: DatabaseKey,
+      f: (database: Database) => Effect.Effect<A, E, R>
+    ): Effect.Effect<A, E | ActivationError, R> =>
+      Effect.suspend(() => {
+        const id = idOf(databaseKey)
+        const known = faults.get(id)
+        if (known) return Effect.fail(refuse(id, known))
+        return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
+          const database = leaseOpen(id, clock.unsafeCurrentTimeMillis())
+          if (database === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
+          return Effect.ensuring(
+            restore(Effect.flatMap(checked(id, database).pipe(activateSpan), f)),
+            unuse(id)
+          )
+        }))
+      })
 
     /**
      * SQLite's `integrity_check` over the whole file of `databaseKey` (slow on a large file: on
@@ -472,6 +559,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
 
     return {
       activate,
+      withDatabase,
       check,
       /** Opaque ids of the open databases (for health and tests). */
       open: Effect.sync(() => [...opened])

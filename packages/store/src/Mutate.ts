@@ -4,7 +4,7 @@
  * with the durable receipt (or its stored refusal). Activation and `ifCatalog` are the
  * DataPlane's: they are the same for every request kind.
  */
-import { Effect, Schema } from "effect"
+import { Effect, type ParseResult, Schema } from "effect"
 import { digest } from "@cairn/catalog/Digest"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { type View } from "@cairn/catalog/View"
@@ -14,6 +14,7 @@ import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Databases.js"
+import { hotSpan } from "./internal/spans.js"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 
@@ -38,13 +39,41 @@ export interface MutateArgs {
 export const intentOf = (subject: string, operation: string, target: MutateRequest["target"], encodedInput: unknown) =>
   digest({ subject, operation, target: target ? { entity: target.entity, id: target.id } : null, input: encodedInput })
 
+interface Codec {
+  readonly decode: (input: unknown) => Effect.Effect<unknown, InvalidInput>
+  readonly encode: (input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+}
+
+/** Each operation's input parsers, built once (an operation is compiled once per catalog). */
+const codecs = new WeakMap<CompiledOperation, Codec>()
+const codecOf = (operation: CompiledOperation, key: string): Codec => {
+  let codec = codecs.get(operation)
+  if (codec === undefined) {
+    const schema = operation.input as Schema.Schema<unknown, unknown>
+    codec = {
+      decode: decodeStrict(
+        schema,
+        (issues) =>
+          new InvalidInput({
+            message: `The input does not match the input schema of ${key} (see issues); inspect the operation with describe.`,
+            issues
+          }),
+        "/input"
+      ),
+      encode: Schema.encode(schema)
+    }
+    codecs.set(operation, codec)
+  }
+  return codec
+}
+
 /**
  * Invokes one operation. Failures are the public errors of the spec, `Overloaded`
  * (retryable, nothing applied), or a defect carrying an `InternalError`.
  */
 export const mutate = (args: MutateArgs) =>
-  // A span without a captured stack: this is the hot path of every write.
-  Effect.withSpan(mutateBody(args), "Mutate.mutate", { captureStackTrace: false })
+  // The hot path of every write: a span (without a captured stack) only when a tracer is configured.
+  hotSpan("Mutate.mutate")(mutateBody(args))
 
 const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs) => Effect.gen(function* () {
   const ref = request.operation
@@ -74,16 +103,9 @@ const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs)
       issues: [{ path: "/target/entity", message: `must be "${operation.owner}"` }]
     })
   }
-  const input: unknown = yield* decodeStrict(
-    operation.input,
-    (issues) =>
-      new InvalidInput({
-        message: `The input does not match the input schema of ${key} (see issues); inspect the operation with describe.`,
-        issues
-      }),
-    "/input"
-  )(request.input ?? {})
-  const encodedInput = yield* Effect.orDie(Schema.encode(operation.input)(input))
+  const codec = codecOf(operation, key)
+  const input: unknown = yield* codec.decode(request.input ?? {})
+  const encodedInput = yield* Effect.orDie(codec.encode(input))
   const invocation: Writer.Invocation = {
     invocationId: request.invocationId,
     operation,

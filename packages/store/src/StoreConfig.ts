@@ -24,6 +24,12 @@ export interface StoreConfigShape {
   readonly retainedCommits: number
   /** How often each open database's log is compacted. */
   readonly compactEvery: Duration.Duration
+  /**
+   * SQLite page cache per connection, in KiB (each open database has a write and a read
+   * connection). The driver's own default is 16 MiB per connection, which many open large
+   * databases would each grow to; SQLite's upstream default of 2 MiB is the default here.
+   */
+  readonly sqliteCacheKib: number
 }
 
 export const storeDefaults = {
@@ -33,7 +39,8 @@ export const storeDefaults = {
   writerQueueLimit: 1024,
   groupCommitMaxBatch: 256,
   retainedCommits: 100_000,
-  compactEvery: Duration.minutes(5)
+  compactEvery: Duration.minutes(5),
+  sqliteCacheKib: 2048
 } as const satisfies Omit<StoreConfigShape, "dataDir">
 
 const positive = (name: string) =>
@@ -50,7 +57,8 @@ export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
   groupCommitMaxBatch: positive("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch)),
   // Named for what they serve: the history sync can resume from.
   retainedCommits: positive("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
-  compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery))
+  compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery)),
+  sqliteCacheKib: positive("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib))
 })
 
 export class StoreConfig extends Context.Tag("@cairn/store/StoreConfig")<StoreConfig, StoreConfigShape>() {

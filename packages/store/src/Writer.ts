@@ -17,6 +17,7 @@ import {
   Metric,
   MetricBoundaries,
   Option,
+  type ParseResult,
   Runtime,
   Schema,
   Tracer,
@@ -188,6 +189,17 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     let pending: Array<Item> = []
     let wake: (() => void) | undefined
 
+    /** Each operation's output encoder, built once (not per invocation). */
+    const outputEncoders = new Map<CompiledOperation, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+    const outputEncoder = (op: CompiledOperation) => {
+      let encode = outputEncoders.get(op)
+      if (encode === undefined) {
+        encode = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
+        outputEncoders.set(op, encode)
+      }
+      return encode
+    }
+
     /** Guard, handler and output of one invocation, run synchronously inside its savepoint. */
     const attempt = (invocation: Invocation, tx: TxImpl, now: string) =>
       Effect.gen(function* () {
@@ -208,7 +220,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           ...(stored ? { target: stored } : {})
         })
         const output = yield* operations.handler(op)({ input: invocation.input, target, tx, principal: invocation.principal, now })
-        const encoded = yield* Effect.orDie(Schema.encodeUnknown(op.output)(output))
+        const encoded = yield* Effect.orDie(outputEncoder(op)(output))
         // The receipt must read the same when replayed from its stored JSON.
         return yield* Effect.try(() => (encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))).pipe(
           Effect.orDie
@@ -260,6 +272,10 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       try {
         const insertCommit = raw.statement(insertCommitSql)
         const insertReceipt = raw.statement(insertReceiptSql)
+        // Prepared once per connection: `exec` would parse the text again for every invocation.
+        const savepoint = raw.statement("SAVEPOINT invocation")
+        const release = raw.statement("RELEASE invocation")
+        const rollbackTo = raw.statement("ROLLBACK TO invocation")
         for (const { annotations, invocation } of items) {
           const prior = decided.get(invocation.invocationId) ?? Receipts.loadSync(raw, invocation.invocationId)
           if (prior) {
@@ -271,7 +287,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           const changes = new ChangeSet()
           const tx = makeTx(raw, statements, changes)
           // A failure rolls back to the invocation's savepoint: its neighbours in the group are untouched.
-          raw.exec("SAVEPOINT invocation")
+          savepoint.run()
           let exit = run(attempt(invocation, tx, now))
           tx.end()
           if (Exit.isFailure(exit)) {
@@ -283,7 +299,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             }
           }
           if (Exit.isSuccess(exit)) {
-            raw.exec("RELEASE invocation")
+            release.run()
             position += 1
             const receipt = receiptOf(invocation, now, position, { output: exit.value })
             const receiptJson = JSON.stringify(receipt)
@@ -306,8 +322,8 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             note("committed")
             continue
           }
-          raw.exec("ROLLBACK TO invocation")
-          raw.exec("RELEASE invocation")
+          rollbackTo.run()
+          release.run()
           const failure = Cause.failureOption(exit.cause)
           if (Option.isSome(failure) && (failure.value instanceof Rejection || failure.value instanceof OperationRejected)) {
             const reason = failure.value instanceof Rejection ? failure.value.reason : failure.value.message
@@ -343,9 +359,10 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         yield* Effect.orDie(raw.hold)
         yield* pause
         const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const runtime = yield* Effect.runtime<never>()
-        // Statements get no spans of their own: the group's span covers them, at a fraction of the cost.
-        const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runSyncExit(runtime, Effect.withTracerEnabled(effect, false))
+        // Statements get no spans of their own: the group's span covers them, at a fraction of the cost
+        // (the runtime is taken with the tracer off, so no invocation pays for switching it).
+        const runtime = yield* Effect.withTracerEnabled(Effect.runtime<never>(), false)
+        const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runSyncExit(runtime, effect)
         const defects: Array<Defect> = []
         let result: ReturnType<typeof transaction> | undefined
         let failure: Cause.Cause<unknown> | undefined

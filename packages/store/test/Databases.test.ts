@@ -1,7 +1,7 @@
 import { existsSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Duration, Effect, Exit, Metric, Option, Schema, TestClock } from "effect"
+import { Cause, Duration, Effect, Exit, Metric, Option, Schema, Scope, TestClock } from "effect"
 import { Entity, RootSchema } from "@cairn/catalog"
 import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
@@ -221,5 +221,42 @@ describe("catalog installation", () => {
         const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%' ORDER BY name`)).map((r) => r.name)
         assert.deepStrictEqual(indexes, ["ix_Note_title"])
       }).pipe(Effect.provide(storeLayer({ dataDir, root: evolved({ ...Note.fields, rank: Schema.optional(Schema.Int) }, { entities: [Label] }) })))
+    }))
+
+  it.scoped("a database held by overlapping callers (cheap leases) stays open until the last leaves, then idles out", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      yield* Effect.gen(function* () {
+        const databases = yield* Databases
+        const key = DatabaseKey.make(keyA)
+        const id = databaseId(key)
+        const before = yield* counter(activations)
+        const first = yield* Scope.make()
+        yield* Scope.extend(databases.activate(key), first)
+        // Taken while the first caller holds it: the lease of an open database in use.
+        const second = yield* Scope.make()
+        yield* Scope.extend(databases.activate(key), second)
+        const third = yield* Scope.make()
+        yield* Scope.extend(databases.activate(key), third)
+        yield* Scope.close(first, Exit.void)
+        yield* Scope.close(third, Exit.void)
+        // Longer than the idle timeout: a caller still holds it.
+        yield* TestClock.adjust("5 minutes")
+        assert.deepStrictEqual(yield* openIds, [id])
+        assert.strictEqual(yield* databases.withDatabase(key, (db) => Effect.succeed(db.id)), id)
+        yield* TestClock.adjust("5 minutes")
+        assert.deepStrictEqual(yield* openIds, [id])
+        yield* create("Held", keyA)
+        yield* Scope.close(second, Exit.void)
+        assert.deepStrictEqual(yield* openIds, [id])
+        yield* TestClock.adjust("2 minutes")
+        assert.deepStrictEqual(yield* openIds, [])
+        assert.strictEqual((yield* counter(activations)) - before, 1)
+        // `withDatabase` of a closed database activates it, and releases it when done.
+        const titles = yield* databases.withDatabase(key, (db) => Effect.orDie(db.reader.unsafe<{ title: string }>(`SELECT title FROM "Note"`)))
+        assert.deepStrictEqual(titles.map((r) => r.title), ["Held"])
+        yield* TestClock.adjust("2 minutes")
+        assert.deepStrictEqual(yield* openIds, [])
+      }).pipe(Effect.provide(storeLayer({ dataDir, idleTimeout: Duration.minutes(1) })))
     }))
 })

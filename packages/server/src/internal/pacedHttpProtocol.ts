@@ -8,7 +8,7 @@
  * the exchange's socket is destroyed if it still has not drained `stallMs` later).
  */
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { NodeHttpServerRequest } from "@effect/platform-node"
+import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 

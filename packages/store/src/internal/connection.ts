@@ -40,6 +40,8 @@ export interface Opened {
 export interface Options {
   readonly filename: string
   readonly readonly?: boolean
+  /** SQLite's page cache of this connection at most, in KiB (`PRAGMA cache_size = -n`); SQLite's default when absent. */
+  readonly cacheKib?: number
 }
 
 /** Opens the file (WAL), closed with the scope. Mirrors `@effect/sql-sqlite-node`'s client. */
@@ -48,6 +50,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     const compiler = Statement.makeCompilerSqlite()
     const db = new Sqlite(options.filename, { readonly: options.readonly ?? false })
     yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
+    if (options.cacheKib !== undefined) db.pragma(`cache_size = -${Math.max(1, Math.floor(options.cacheKib))}`)
     db.pragma("journal_mode = WAL")
 
     const prepareCache = yield* Cache.make({

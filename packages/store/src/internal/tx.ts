@@ -25,8 +25,19 @@ interface Statements {
   readonly remove: string
 }
 
-/** Per-catalog prepared SQL text, built once. */
-export const statementsFor = (catalog: Catalog): ReadonlyMap<string, Statements> =>
+const byCatalog = new WeakMap<Catalog, ReadonlyMap<string, Statements>>()
+
+/** Per-catalog prepared SQL text and parsers, built once per catalog (not per open database). */
+export const statementsFor = (catalog: Catalog): ReadonlyMap<string, Statements> => {
+  let statements = byCatalog.get(catalog)
+  if (statements === undefined) {
+    statements = buildStatements(catalog)
+    byCatalog.set(catalog, statements)
+  }
+  return statements
+}
+
+const buildStatements = (catalog: Catalog): ReadonlyMap<string, Statements> =>
   new Map(
     catalog.entities.map((entity) => {
       const table = Layout.tableName(entity)

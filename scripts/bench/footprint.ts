@@ -1,0 +1,98 @@
+/**
+ * `npm run bench -- footprint`: memory per open tenant database. Opens `FOOTPRINT_DATABASES`
+ * (200) databases through the store (each activated, one committed `Project.create` and one
+ * indexed read through `Database.values`, then left open: idle, not closed), and measures the
+ * growth of RSS and of the V8 heap (after full collections) against a baseline taken once
+ * the store, the modules and one database were warm. Prints
+ * `footprint: kib_per_open_db=<rss growth per database> (heap=<n> rss=<n>) databases=<n> cache_kib=<n>`.
+ */
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { setFlagsFromString } from "node:v8"
+import { runInNewContext } from "node:vm"
+import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
+import { v7 as uuidv7 } from "uuid"
+import { compile } from "@cairn/catalog/Catalog"
+import { View } from "@cairn/catalog/View"
+import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
+import { operationRef } from "@cairn/domain/References"
+import { Principal } from "@cairn/domain/Principal"
+import { Databases } from "@cairn/store/Databases"
+import { mutate } from "@cairn/store/Mutate"
+import { MutationGuard } from "@cairn/store/MutationGuard"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig, storeDefaults } from "@cairn/store/StoreConfig"
+import { tracker } from "@cairn/tracker/tracker"
+import { trackerHandlers } from "@cairn/tracker/handlers"
+
+const DATABASES = Number(process.env.FOOTPRINT_DATABASES ?? 200)
+
+const catalog = Effect.runSync(compile(tracker))
+const view = View.full(catalog)
+
+const gc = (): (() => void) => {
+  setFlagsFromString("--expose-gc")
+  const collect = runInNewContext("gc") as (options?: { readonly type: "major" }) => void
+  return () => {
+    for (let i = 0; i < 3; i++) collect({ type: "major" })
+  }
+}
+
+/** One tenant: activated, one write, one read; the database stays open afterwards (idle). */
+const touch = (n: number) =>
+  Effect.gen(function* () {
+    const principal = new Principal({ subject: `user-${n}`, roles: [], scopes: [], claims: {}, databaseKey: DatabaseKey.make(`tenant-${n}`) })
+    const databases = yield* Databases
+    yield* databases.withDatabase(principal.databaseKey, (database) =>
+      Effect.gen(function* () {
+        yield* mutate({
+          view,
+          principal,
+          database,
+          request: { operation: operationRef("Project", "create"), input: { name: `Project ${n}` }, invocationId: InvocationId.make(uuidv7()) }
+        })
+        const rows = yield* database.values(`SELECT "id", "name" FROM "Project" WHERE "name" = ?`, [`Project ${n}`])
+        if (rows.length !== 1) return yield* Effect.dieMessage("read missed the write")
+      })
+    )
+  })
+
+export const run = async (): Promise<void> => {
+  const dir = mkdtempSync(join(tmpdir(), "cairn-bench-footprint-"))
+  const collect = gc()
+  // Every database stays open for the whole measurement.
+  const config = { ...storeDefaults, dataDir: dir, maxOpenDatabases: DATABASES + 10 }
+  const runtime = ManagedRuntime.make(
+    Databases.Default.pipe(
+      Layer.provide(StoreConfig.layer(config)),
+      Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
+      Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void })),
+      Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))
+    )
+  )
+  try {
+    // Warm: modules, the store, JIT; one database open (not counted).
+    await runtime.runPromise(touch(-1))
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    collect()
+    const before = process.memoryUsage()
+    for (let n = 0; n < DATABASES; n++) await runtime.runPromise(touch(n))
+    // Let what the activations left behind (timers, finalization of spent statements) settle.
+    await new Promise((resolve) => setTimeout(resolve, 500))
+    collect()
+    const after = process.memoryUsage()
+    const open = (await runtime.runPromise(Effect.flatMap(Databases, (d) => d.open))).length
+    if (open < DATABASES) throw new Error(`only ${open} databases stayed open`)
+    const kib = (bytes: number) => (bytes / 1024 / DATABASES).toFixed(0)
+    const rss = after.rss - before.rss
+    const heap = after.heapUsed - before.heapUsed
+    console.log(
+      `footprint: kib_per_open_db=${kib(rss)} (heap=${kib(heap)} rss=${kib(rss)}) databases=${DATABASES} ` +
+        `external=${kib(after.external - before.external)} cache_kib=${config.sqliteCacheKib}`
+    )
+  } finally {
+    await runtime.dispose()
+    rmSync(dir, { recursive: true, force: true })
+  }
+}
