@@ -14,6 +14,7 @@ import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequest
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import type { Principal } from "@cairn/domain/Principal"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
 import { type Refusal } from "@cairn/server/Refusal"
@@ -170,9 +171,9 @@ export const McpRoutes = HttpLayerRouter.use(
 
     const idle: Array<Server> = []
 
-    // A span without a captured stack: every MCP request passes here.
+    // A span only for a configured tracer: every MCP request passes here.
     const handle = (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.withSpan(handleBody(request), "Mcp.request", { captureStackTrace: false })
+      hotSpan("Mcp.request")(handleBody(request))
 
     const handleBody = Effect.fnUntraced(function* (request: HttpServerRequest.HttpServerRequest) {
       // Authentication comes first: nothing about the endpoint is revealed to anonymous callers.

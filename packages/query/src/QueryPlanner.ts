@@ -13,6 +13,7 @@ import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { type Principal } from "@cairn/domain/Principal"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { type QueryRequest, type QueryResult, type Row } from "@cairn/domain/Query"
 import { Layout, Position } from "@cairn/store"
 import * as Cursor from "./internal/cursor.js"
@@ -44,9 +45,6 @@ const decode = (field: FieldInfo, value: unknown): unknown => {
     ? { ...(decoded as File.FileRef), url: File.downloadPath((decoded as File.FileRef).objectId) }
     : decoded
 }
-
-/** The tracer Effect runs with when none is configured. */
-const builtInTracer = Effect.runSync(Effect.tracer)
 
 /** Most plans kept per planner (one per document shape and policy class). */
 const PLAN_CACHE_CAPACITY = 4096
@@ -112,12 +110,8 @@ export class QueryPlanner extends Effect.Service<QueryPlanner>()("@cairn/query/Q
   effect: Effect.gen(function* () {
     const sealer = yield* Sealer
 
-    // Every query passes here: a span (without a captured stack) only for a configured
-    // tracer, since the built-in one records nothing and a span costs more than planning.
-    const run = (input: QueryInput) =>
-      Effect.tracerWith((tracer) =>
-        tracer === builtInTracer ? runBody(input) : Effect.withSpan(runBody(input), "QueryPlanner.run", { captureStackTrace: false })
-      )
+    // Every query passes here: a span only for a configured tracer (a span costs more than planning).
+    const run = (input: QueryInput) => hotSpan("QueryPlanner.run")(runBody(input))
 
     /** Plans by document shape and policy class (see `planCache`), bounded. */
     const cache = new PlanCache.Lru<PlanCache.Entry>(PLAN_CACHE_CAPACITY)

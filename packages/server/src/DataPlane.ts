@@ -11,6 +11,7 @@ import { DescribeLimits, describe } from "@cairn/catalog/Describe"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { BoundedJson } from "@cairn/domain"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { type AccessScope, readScope, writeScope } from "@cairn/domain/AccessScope"
 import { CatalogChanged, InvalidInput, InvalidQuery } from "@cairn/domain/PublicError"
 import { decodeDescribeRequest, decodeMutateRequest } from "@cairn/domain/RequestDecoders"
@@ -118,7 +119,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
         return yield* withLimits(describe(view, request))
-      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), Effect.withSpan("DataPlane.describe", { captureStackTrace: false }))
+      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), hotSpan("DataPlane.describe"))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
@@ -126,7 +127,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         const database = yield* open(principal)
         return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
-      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), Effect.withSpan("DataPlane.query", { captureStackTrace: false }))
+      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
@@ -145,7 +146,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
           onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
         }),
-        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), Effect.withSpan("DataPlane.mutate", { captureStackTrace: false }))
+        scrubDefects("mutate"), EngineMetrics.instrument("mutate"), hotSpan("DataPlane.mutate"))
 
     const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
@@ -153,7 +154,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
-      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), Effect.withSpan("DataPlane.snapshot", { captureStackTrace: false }))
+      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), hotSpan("DataPlane.snapshot"))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>

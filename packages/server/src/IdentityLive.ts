@@ -9,6 +9,7 @@
 import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, type JWTPayload, jwtVerify } from "jose"
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { Principal } from "@cairn/domain/Principal"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { type DatabaseDeployment, databaseKeyOf, defaultSelectorClaim, Deployment } from "./Deployment.js"
 import { FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
@@ -215,9 +216,9 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
       verified.set(key, { principal, until })
     }
 
-    // A span without a captured stack: every request passes here.
+    // A span only for a configured tracer: every request passes here.
     const verify = (token: string, resource: Resource) =>
-      Effect.withSpan(
+      hotSpan("Identity.verify")(
         Effect.flatMap(Clock.currentTimeMillis, (now) => {
           const key = `${resource} ${token}`
           const hit = verified.get(key)
@@ -228,9 +229,7 @@ export const makeIdentity = (config: IdentityConfig): Effect.Effect<IdentityShap
           return Effect.tap(verifyFully(token, resource, now), (principal) =>
             remember(key, principal, (principal.claims as { readonly exp?: number }).exp, now)
           )
-        }),
-        "Identity.verify",
-        { captureStackTrace: false }
+        })
       )
 
     const verifyFully = Effect.fnUntraced(function* (token: string, resource: Resource, now: number) {

@@ -17,7 +17,7 @@ import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
-import { hotSpan } from "./internal/spans.js"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import * as Migrations from "./Migrations.js"
@@ -71,7 +71,7 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
   }
 }
 
-/** Hot-path spans, made only when a tracer is configured (see `internal/spans.ts`). */
+/** Hot-path spans, made only when a tracer is configured (see `@cairn/domain/HotSpan`). */
 const activateSpan = hotSpan("Databases.activate")
 const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
 

@@ -14,7 +14,7 @@ import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Databases.js"
-import { hotSpan } from "./internal/spans.js"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import { operationKey } from "./OperationCatalog.js"
 import * as Writer from "./Writer.js"
 

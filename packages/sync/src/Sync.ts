@@ -9,6 +9,7 @@ import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { type ChangesRequest, resnapshot, SyncChange, SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
+import { hotSpan } from "@cairn/domain/HotSpan"
 import type { RecordValue } from "@cairn/policy/Evaluate"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
@@ -74,7 +75,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
     // A span without a captured stack: every snapshot page passes here.
     const snapshot = (principal: Principal, view: View, database: Database, request: SnapshotRequest) =>
-      Effect.withSpan(snapshotBody(principal, view, database, request), "Sync.snapshot", { captureStackTrace: false })
+      hotSpan("Sync.snapshot")(snapshotBody(principal, view, database, request))
 
     const snapshotBody = Effect.fnUntraced(function* (
       principal: Principal,

@@ -1,5 +1,5 @@
 /**
- * Spans on the per-operation hot paths, only when a tracer is configured. Without one, Effect's
+ * Spans on the per-request and per-operation hot paths, only when a tracer is configured. Without one, Effect's
  * built-in tracer still makes every span (clock reads, a span object, a copy of the fiber's
  * context to carry it): ~25 µs each on the writer's path, for spans nobody exports.
  */
