@@ -7,7 +7,7 @@ import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
-import { type ChangesRequest, resnapshot, SyncChange, SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
+import { type ChangesRequest, resnapshot, SyncChange, type SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import type { RecordValue } from "@cairn/policy/Evaluate"
@@ -25,7 +25,6 @@ import * as SyncLiveSink from "./SyncLiveSink.js"
 import * as SyncMetrics from "./SyncMetrics.js"
 
 const encodeChanges = Schema.encodeSync(Schema.Array(SyncChange))
-const encodeCheckpoint = Schema.encodeSync(SyncCheckpoint)
 
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
@@ -306,7 +305,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       readonly scope: ResolvedScope
       readonly narrowing: Narrowing
       /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
-      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointAt: (position: number) => SyncCheckpoint } | undefined
+      readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
       /** Completed with the range's answer (for the stream to send), or undefined when the stream must read it itself. */
       readonly done: Deferred.Deferred<Served | undefined>
     }
@@ -388,7 +387,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               if (waiter.gone) continue
               if (waiter.direct !== undefined && result._tag === "Changes") {
                 value.encoded ??= JSON.stringify(encodeChanges(result.changes))
-                const checkpoint = JSON.stringify(encodeCheckpoint(waiter.direct.checkpointAt(last)))
+                const checkpoint = waiter.direct.checkpointJson(last)
                 if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
                   // Sent: the stream stays in the hub, one commit further.
                   waiter.position = last
@@ -521,8 +520,9 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const hub = live ? yield* Effect.acquireRelease(acquireHub(database), (hub) => releaseHub(database, hub)) : undefined
           const sink = Option.getOrUndefined(yield* Effect.serviceOption(SyncLiveSink.SyncLiveSink))
           // The stream's cursors: its binding sealed once, each position MACed (see `SyncCursor.checkpointer`).
-          const checkpointAt = SyncCursor.checkpointer(sealer, binding)
-          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, checkpointAt } }
+          const checkpoints = SyncCursor.streamCheckpoints(sealer, binding)
+          const checkpointAt = checkpoints.at
+          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>

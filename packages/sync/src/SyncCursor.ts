@@ -70,18 +70,33 @@ const SealedStream = Schema.Struct({ ...BindingFields, v: Schema.Literal(2), k: 
 const macOf = (key: Buffer, sealed: string, position: string) =>
   createHmac("sha256", key).update(sealed).update(".").update(position).digest().subarray(0, 16)
 
-export const checkpointer = (sealer: SealerService, binding: Binding): ((position: number) => SyncCheckpoint) => {
+export const checkpointer = (sealer: SealerService, binding: Binding): ((position: number) => SyncCheckpoint) => streamCheckpoints(sealer, binding).at
+
+/**
+ * `checkpointer`, plus each checkpoint as the JSON text of its encoded form (what the hub
+ * writes), built from text made once per stream: no object, no schema encoding per batch.
+ */
+export const streamCheckpoints = (
+  sealer: SealerService,
+  binding: Binding
+): { readonly at: (position: number) => SyncCheckpoint; readonly json: (position: number) => string } => {
   const key = randomBytes(32)
   const sealed = sealer.seal("sync", SealedStream, { ...bindingOf(binding), v: 2 as const, k: key.toString("base64url") })
-  return (position) => {
+  const cursorAt = (position: number) => {
     const at = position.toString(36)
-    return {
-      cursor: `${sealed}.${at}.${macOf(key, sealed, at).toString("base64url")}`,
+    return `${sealed}.${at}.${macOf(key, sealed, at).toString("base64url")}`
+  }
+  // The encoded `SyncCheckpoint`'s fields, in its order, after the cursor.
+  const rest = `,"subject":${JSON.stringify(binding.subject)},"database":${JSON.stringify(binding.database)},"catalogToken":${JSON.stringify(binding.catalogToken)},"position":`
+  return {
+    at: (position) => ({
+      cursor: cursorAt(position),
       subject: binding.subject,
       database: binding.database,
       catalogToken: binding.catalogToken,
       position: Position.encode(position)
-    }
+    }),
+    json: (position) => `{"cursor":${JSON.stringify(cursorAt(position))}${rest}"${Position.encode(position)}"}`
   }
 }
 

@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Sealer } from "@cairn/catalog/Sealer"
-import { Redacted } from "effect"
+import { SyncCheckpoint } from "@cairn/domain/Sync"
+import { Redacted, Schema } from "effect"
 import * as SyncCursor from "../src/SyncCursor.js"
 
 const sealer = Sealer.make(Redacted.make("cursor-test-secret-0123456789abcdef"))
@@ -33,5 +34,16 @@ describe("sync cursors", () => {
       assert.isUndefined(SyncCursor.openCursor(sealer, forged), forged)
     }
     assert.isUndefined(SyncCursor.openCursor(other, at(41).cursor))
+  })
+
+  it("a stream's checkpoint text is exactly the encoded checkpoint, and its cursor opens", () => {
+    const checkpoints = SyncCursor.streamCheckpoints(sealer, { ...binding, subject: 'al"ice\u2028', catalogToken: "t\\k" })
+    for (const position of [0, 1, 36, 1_000_000_007]) {
+      const text = checkpoints.json(position)
+      assert.strictEqual(text, JSON.stringify(Schema.encodeSync(SyncCheckpoint)(checkpoints.at(position))))
+      const cursor = SyncCursor.openCursor(sealer, JSON.parse(text).cursor)
+      assert.strictEqual(cursor?.position, position)
+      assert.strictEqual(cursor?.subject, 'al"ice\u2028')
+    }
   })
 })

@@ -61,7 +61,10 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
     interface Client {
       /** The id of the exchange's only request, if it carries one. */
       readonly only: () => string | undefined
-      /** Queues bytes now; false when the exchange ended. */
+      /**
+       * Sends text now: straight to the socket when the response is idle (its stream waits for
+       * more, nothing is queued ahead), else queued; false when the exchange ended.
+       */
       readonly unsafeOffer: (text: string) => boolean
       readonly write: (response: RpcMessage.FromServerEncoded) => Effect.Effect<void>
       readonly end: Effect.Effect<void>
@@ -86,6 +89,10 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const mailbox = yield* Mailbox.make<Uint8Array>()
       const parser = serialization.unsafeMake()
       let abandoning = false
+      /** The response's stream waits on an empty mailbox: all it pulled before was written to the socket. */
+      let idle = false
+      let ended = false
+      const nodeResponse = NodeHttpServerRequest.toServerResponse(request)
       const flow: Flow = {
         held: 0,
         room: yield* Effect.makeLatch(true),
@@ -115,6 +122,15 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const client: Client = {
         only: () => (requestIds.length === 1 ? String(requestIds[0]) : undefined),
         unsafeOffer: (text) => {
+          if (idle && !ended && nodeResponse !== undefined && !nodeResponse.writableEnded && !nodeResponse.destroyed && Option.getOrElse(mailbox.unsafeSize(), () => 1) === 0) {
+            // Written in order after everything the stream wrote; held until the socket takes it.
+            const bytes = Buffer.byteLength(text)
+            flow.held += bytes
+            nodeResponse.write(text, () => {
+              if (!ended) release(flow, bytes)
+            })
+            return true
+          }
           const bytes = encoder.encode(text)
           if (!mailbox.unsafeOffer(bytes)) return false
           flow.held += bytes.length
@@ -137,6 +153,7 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       yield* Scope.addFinalizer(
         scope,
         Effect.suspend(() => {
+          ended = true
           clientIds.delete(id)
           clients.delete(id)
           disconnects.unsafeOffer(id)
@@ -175,9 +192,11 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const pull = Effect.suspend(() => {
         release(flow, written)
         written = 0
+        idle = true
         return mailbox.takeAll
       }).pipe(
         Effect.flatMap(([chunk, finished]) => {
+          idle = false
           if (Chunk.isEmpty(chunk)) return finished ? Effect.fail(Option.none()) : Effect.succeed(chunk)
           written = Chunk.reduce(chunk, 0, (n, bytes) => n + bytes.length)
           return Effect.succeed(chunk)
