@@ -95,6 +95,18 @@ const collect = (catalog: Catalog, filter: RowScope.ScopeFilter, context: Node, 
   }
 }
 
+/** The lookup sites of a scope entry's row scope, collected once per entry (a stream resolves its scope once). */
+const nodesOfEntry = new WeakMap<ScopeEntry, ReadonlyArray<Node>>()
+const entryNodes = (catalog: Catalog, entry: ScopeEntry, filter: RowScope.ScopeFilter): ReadonlyArray<Node> => {
+  let nodes = nodesOfEntry.get(entry)
+  if (nodes === undefined) {
+    const into: Array<Node> = []
+    collect(catalog, filter, node("root", entry.entity.name, undefined), into)
+    nodesOfEntry.set(entry, (nodes = into))
+  }
+  return nodes
+}
+
 /** The `eq` conjuncts over the row's own fields that `filter` requires. */
 const required = (filter: RowScope.ScopeFilter | undefined): ReadonlyArray<readonly [string, Scalar]> => {
   if (filter === undefined) return []
@@ -151,6 +163,14 @@ export interface ReplayOptions {
   readonly wide?: Wide
   /** From `narrowingOf(catalog, scope)`, computed once per stream. */
   readonly narrowing?: Narrowing
+}
+
+/** `touchedBy`, computed once per commit list (the hub's streams replay the same list; nothing mutates the answer). */
+const touchedOf = new WeakMap<ReadonlyArray<LogCommit>, Map<string, Map<string, Touched>>>()
+const touchedShared = (commits: ReadonlyArray<LogCommit>): Map<string, Map<string, Touched>> => {
+  let touched = touchedOf.get(commits)
+  if (touched === undefined) touchedOf.set(commits, (touched = touchedBy(commits)))
+  return touched
 }
 
 /** Every row the commits touched, by entity and id: its first before image and last after image. */
@@ -299,9 +319,7 @@ function* replaying(catalog: Catalog, scope: ResolvedScope, touched: Map<string,
     try {
       for (const entry of scope.entries) {
         if (entry.rowScope._tag !== "Where") continue
-        const nodes: Array<Node> = []
-        collect(catalog, entry.rowScope.filter, node("root", entry.entity.name, undefined), nodes)
-        for (const n of nodes) {
+        for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) {
           const changedRows = touched.get(n.entity)
           if (!changedRows) continue
           const keys = new Map<string, Scalar>()
@@ -370,7 +388,7 @@ export const replaySync = (
   options: Omit<ReplayOptions, "reader"> & { readonly peek: Lookup | ((entity: string, field: string, value: Scalar) => ReadonlyArray<RecordValue> | undefined) }
 ): ReplayResult | undefined => {
   const { catalog, scope, commits } = options
-  const touched = touchedBy(commits)
+  const touched = touchedShared(commits)
   const lookupNow: Lookup = (entity, field, value) => {
     const found = options.peek(entity, field, value)
     if (found === undefined) throw miss
@@ -385,6 +403,13 @@ export const replaySync = (
     for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
     return kept
   }
+  try {
+    const direct = decideDirectly(catalog, scope, touched, lookupNow, lookupStart)
+    if (direct !== undefined) return direct
+  } catch (e) {
+    if (e === miss) return undefined
+    throw e
+  }
   const run = replaying(catalog, scope, touched, options.maxDependents)
   try {
     let next = run.next()
@@ -398,4 +423,40 @@ export const replaySync = (
     if (e === miss) return undefined
     throw e
   }
+}
+
+/**
+ * `replaying` without its generator, when no row the range touched is one the scope's policy
+ * reads through (then no untouched record can change visibility, so step 1 answers no and
+ * only the touched records are decided, exactly as step 2 does). Undefined otherwise.
+ */
+const decideDirectly = (
+  catalog: Catalog,
+  scope: ResolvedScope,
+  touched: Map<string, Map<string, Touched>>,
+  lookupNow: Lookup,
+  lookupStart: Lookup
+): ReplayResult | undefined => {
+  for (const entry of scope.entries) {
+    if (entry.rowScope._tag !== "Where") continue
+    for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return undefined
+  }
+  const decided: Array<{ readonly position: number; readonly change: SyncChange }> = []
+  for (const entry of scope.entries) {
+    const changedRows = touched.get(entry.entity.name)
+    if (!changedRows || entry.rowScope._tag === "None") continue
+    const filter = entryFilter(entry)
+    for (const [id, t] of changedRows) {
+      const before = t.first === null ? false : inScope(catalog, entry.entity.name, filter, t.first, lookupStart)
+      const after = t.last === null ? false : inScope(catalog, entry.entity.name, filter, t.last, lookupNow)
+      if (after) {
+        if (before && sameVisible(entry, t.first!, t.last!)) continue
+        decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
+      } else if (before) {
+        decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
+      }
+    }
+  }
+  decided.sort((a, b) => a.position - b.position)
+  return { _tag: "Changes", changes: decided.map((d) => d.change) }
 }
