@@ -12,6 +12,29 @@ import { Effect } from "effect"
 /** A stable key for a scalar as SQLite compares it (booleans are 0/1). */
 export const norm = (v: unknown): string => JSON.stringify(v === undefined ? null : typeof v === "boolean" ? (v ? 1 : 0) : v)
 
+/** The keys of a narrowing's equalities, made once per (stable) narrowing array: every lookup of every stream builds them. */
+interface AlsoKeys {
+  readonly norm: string
+  readonly signature: string
+  readonly values: string
+  readonly indexable: boolean
+}
+const alsoKeysOf = new WeakMap<ReadonlyArray<readonly [string, Scalar]>, AlsoKeys>()
+const alsoKeys = (also: ReadonlyArray<readonly [string, Scalar]>): AlsoKeys => {
+  let keys = alsoKeysOf.get(also)
+  if (keys === undefined) {
+    keys = {
+      norm: norm(also),
+      signature: also.map(([f]) => f).join("\u0000"),
+      values: also.map(([, v]) => norm(v)).join("\u0000"),
+      indexable: also.every(([, v]) => indexable(v))
+    }
+    alsoKeysOf.set(also, keys)
+  }
+  return keys
+}
+const noAlso: ReadonlyArray<readonly [string, Scalar]> = []
+
 /** Equalities every row a lookup of (entity, field) is asked for must satisfy to matter. */
 export type Narrowing = (entity: string, field: string) => ReadonlyArray<readonly [string, Scalar]> | undefined
 
@@ -31,10 +54,11 @@ export const peek = (
   narrowing: Narrowing,
   wide: Wide | undefined
 ) => (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
-  const also = narrowing(entity, field) ?? []
-  const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
+  const also = narrowing(entity, field) ?? noAlso
+  const keys = alsoKeys(also)
+  const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`
   const hit = cache.get(key)
-  if (hit !== undefined || wide === undefined || also.length === 0 || !also.every(([, v]) => indexable(v))) return hit
+  if (hit !== undefined || wide === undefined || also.length === 0 || !keys.indexable) return hit
   const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
   if (shared?.rows === undefined) return undefined
   return fromWide(shared, also, cache, key)
@@ -48,7 +72,8 @@ const fromWide = (
   cache: Map<string, ReadonlyArray<RecordValue>>,
   key: string
 ): ReadonlyArray<RecordValue> => {
-  const signature = also.map(([f]) => f).join("\u0000")
+  const keys = alsoKeys(also)
+  const signature = keys.signature
   let index = shared.index.get(signature)
   if (index === undefined) {
     shared.index.set(signature, (index = new Map()))
@@ -60,7 +85,7 @@ const fromWide = (
       else index.set(k, [row])
     }
   }
-  const found = index.get(also.map(([, v]) => norm(v)).join("\u0000")) ?? []
+  const found = index.get(keys.values) ?? []
   cache.set(key, found)
   return found
 }
@@ -126,12 +151,13 @@ export const rows = (
   // Lookups skip rows no asker could accept (e.g. other subjects' memberships), so a
   // project with many members costs one row per principal, not one per member.
   const lookup: Rows["lookup"] = (entity, field, value) => {
-    const also = narrowing(entity, field) ?? []
-    const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${norm(also)}`
+    const also = narrowing(entity, field) ?? noAlso
+    const keys = alsoKeys(also)
+    const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`
     const hit = cache.get(key)
     if (hit) return Effect.succeed(hit)
     const narrowed = Effect.tap(select(entity, field, [value], also), (found) => cache.set(key, found))
-    if (wide === undefined || also.length === 0 || !also.every(([, v]) => indexable(v))) return narrowed
+    if (wide === undefined || also.length === 0 || !keys.indexable) return narrowed
     const base = `${entity}\u0000${field}\u0000${norm(value)}`
     let shared = wide.entries.get(base)
     if (shared === undefined) wide.entries.set(base, (shared = { misses: 0, read: false, index: new Map() }))
