@@ -374,6 +374,49 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("live task streams of subjects with different memberships each get exactly theirs from the same commits (decided without the generator)", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1, t2 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        // Task edits touch no row the Task policy reads through (memberships, projects): the direct path.
+        const callers = [alice, carol, bob, alice, carol, bob]
+        const streams = yield* Effect.forEach(callers, (caller) =>
+          Effect.gen(function* () {
+            const snap = yield* snapshotAll(db, caller, tasksOnly)
+            const view = yield* viewOf(caller)
+            const fiber = yield* sync.changes(caller, view, db, { scope: tasksOnly, cursor: snap.checkpoint.cursor }).pipe(
+              Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(9)),
+              Stream.runCollect,
+              Effect.fork
+            )
+            return { caller, snap, fiber }
+          })
+        )
+        yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
+        yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
+        yield* run(alice, "Task", "complete", {}, t1)
+        for (const { caller, fiber, snap } of streams) {
+          const messages = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
+          for (const m of messages) {
+            assert.strictEqual(m._tag, "SyncBatch")
+            if (m._tag === "SyncBatch") assert.strictEqual(m.checkpoint.subject, caller.subject)
+            applyBatch(snap.records, m)
+          }
+          assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, tasksOnly))
+          const seen = kinds(messages)
+          if (caller.subject === "bob") {
+            assert.deepStrictEqual(seen.filter((k) => k.includes(t1)), [])
+            assert.includeMembers(seen, [`Upsert Task/${t2}`])
+          } else {
+            assert.deepStrictEqual(seen.filter((k) => k.includes(t2)), [])
+            assert.includeMembers(seen, [`Upsert Task/${t1}`])
+          }
+        }
+      })
+    ))
+
   it.scoped("a live stream delivers each commit as it happens until the caller stops", () =>
     withEngine(
       Effect.gen(function* () {
