@@ -4,6 +4,7 @@
 // reaches none of them (their batches stay empty); the database's hub serves them all.
 import { assert, describe, it } from "@effect/vitest"
 import { SyncClient } from "@cairn/client/SyncClient"
+import { snapshotCursor } from "@cairn/testkit/snapshotCursor"
 import { tracker } from "@cairn/client/generated/tracker"
 import type { SyncMessage, SyncScope } from "@cairn/domain/Sync"
 import { Position } from "@cairn/store"
@@ -39,13 +40,7 @@ describe("sync fan-out through the real server", () => {
       for (const [i, subject] of listeners.entries()) {
         const token = yield* app.token({ sub: subject, org: "acme" })
         const rpc = yield* SyncClient.http({ url: `${app.base}/db/sync`, token: Effect.succeed(token) })
-        let after: string | undefined
-        let cursor: string | undefined
-        while (cursor === undefined) {
-          const page = yield* rpc.SyncSnapshot({ scope: tasks, ...(after ? { after } : {}) })
-          cursor = page.checkpoint?.cursor
-          after = page.next
-        }
+        const cursor = yield* snapshotCursor(rpc, tasks)
         yield* rpc.SyncChanges({ scope: tasks, cursor }).pipe(
           Stream.runForEach((message) => Effect.sync(() => received[i]!.push(message))),
           Effect.forkScoped

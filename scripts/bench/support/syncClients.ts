@@ -7,6 +7,7 @@
  * performance.now()`). It exits when its IPC channel closes.
  */
 import { SyncClient } from "@cairn/client/SyncClient"
+import { snapshotCursor } from "@cairn/testkit/snapshotCursor"
 import { type SyncScope } from "@cairn/domain/Sync"
 import * as http from "node:http"
 import { Deferred, Effect, Exit, Logger, LogLevel } from "effect"
@@ -72,13 +73,7 @@ const start = (url: string, tokens: ReadonlyArray<string>) => {
         (token, i) =>
           Effect.gen(function* () {
             const rpc = yield* SyncClient.http({ url, token: Effect.succeed(token) })
-            let after: string | undefined
-            let cursor: string | undefined
-            while (cursor === undefined) {
-              const page = yield* rpc.SyncSnapshot({ scope: tasks, ...(after ? { after } : {}) })
-              cursor = page.checkpoint?.cursor
-              after = page.next
-            }
+            const cursor = yield* snapshotCursor(rpc, tasks)
             // The live stream over plain node:http: the arrival time is the moment its bytes are read,
             // so the client's own decoding does not count against the server.
             const caughtUp = yield* Deferred.make<void>()

@@ -190,18 +190,27 @@ const touchedBy = (commits: ReadonlyArray<LogCommit>): Map<string, Map<string, T
   return touched
 }
 
-/** Lookups at the start of the range: the current state with every touched row undone to its first before image. */
+/** A lookup's answer now, turned into its answer at the start of the range: every touched row undone to its first before image. */
+const undoTouched = (
+  found: ReadonlyArray<RecordValue>,
+  touched: Map<string, Map<string, Touched>>,
+  entity: string,
+  field: string,
+  value: unknown
+): ReadonlyArray<RecordValue> => {
+  const changed = touched.get(entity)
+  if (!changed) return found
+  const wanted = norm(value)
+  const kept = found.filter((r) => !changed.has(r["id"] as string))
+  for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
+  return kept
+}
+
+/** Lookups at the start of the range (see `undoTouched`). */
 const lookupAtStart =
   (lookupNow: LookupEffect<SqlError.SqlError, never>, touched: Map<string, Map<string, Touched>>): LookupEffect<SqlError.SqlError, never> =>
   (entity, field, value) =>
-    Effect.map(lookupNow(entity, field, value), (found) => {
-      const changed = touched.get(entity)
-      if (!changed) return found
-      const wanted = norm(value)
-      const kept = found.filter((r) => !changed.has(r["id"] as string))
-      for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
-      return kept
-    })
+    Effect.map(lookupNow(entity, field, value), (found) => undoTouched(found, touched, entity, field, value))
 
 export interface StartState {
   /** Ids of the entry's entity that the commits touched: the current state of these rows is not the start's. */
@@ -394,15 +403,7 @@ export const replaySync = (
     if (found === undefined) throw miss
     return found
   }
-  const lookupStart: Lookup = (entity, field, value) => {
-    const found = lookupNow(entity, field, value)
-    const changed = touched.get(entity)
-    if (!changed) return found
-    const wanted = norm(value)
-    const kept = found.filter((r) => !changed.has(r["id"] as string))
-    for (const t of changed.values()) if (t.first && norm(t.first[field]) === wanted) kept.push(t.first)
-    return kept
-  }
+  const lookupStart: Lookup = (entity, field, value) => undoTouched(lookupNow(entity, field, value), touched, entity, field, value)
   try {
     const direct = decideDirectly(catalog, scope, touched, lookupNow, lookupStart)
     if (direct !== undefined) return direct
