@@ -292,26 +292,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           lazy: { idleClose: config.readerIdleTimeout, onChange: readerChanged }
         })
         const reader = readConnection.sql
-        const readerRaw = readConnection.raw
-        const writerRaw = connection.raw
-        /** A read on the read connection, held open while it runs. */
-        const readerValues = (text: string, params: ReadonlyArray<unknown>) =>
-          Effect.suspend(() =>
-            // Between the steps of a read transaction of the @effect/sql face (sync), a raw read would
-            // see that transaction's snapshot: it waits its turn there instead.
-            readerRaw.inTransaction()
-              ? (reader.unsafe(text, params as Array<any>).values as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown>)
-              : Effect.scoped(Effect.zipRight(readerRaw.lease, Effect.try(() => readerRaw.values(text, params))))
-          )
         const values = (text: string, params: ReadonlyArray<unknown>) =>
-          Effect.suspend(() =>
-            // The write connection, when no transaction is open on it, reads the latest committed state
-            // (the writer's groups run synchronously: none is ever open between them). During a transaction
-            // of its @effect/sql face (compaction, migration), the read connection serves instead.
-            writerRaw.inTransaction()
-              ? readerValues(text, params)
-              : Effect.try(() => writerRaw.values(text, params))
-          ).pipe(
+          Connection.committedValues(connection, readConnection, text, params).pipe(
             Effect.orDie,
             // One cheap span per read statement when a tracer is configured (no captured stack, no text, never its values).
             readSpan

@@ -251,3 +251,21 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     }
     return { sql, raw }
   })
+
+/**
+ * One read-only statement's rows (arrays of column values) as last committed, never an uncommitted
+ * write: on the write connection while no transaction is open on it (its writer's groups run
+ * synchronously, so none is ever open between them), else on the read connection, held open for the
+ * read (waiting behind a transaction of its @effect/sql face, whose snapshot a raw read would see).
+ */
+export const committedValues = (
+  writer: Opened,
+  reader: Opened,
+  text: string,
+  params: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown> =>
+  Effect.suspend(() => {
+    if (!writer.raw.inTransaction()) return Effect.try(() => writer.raw.values(text, params))
+    if (reader.raw.inTransaction()) return reader.sql.unsafe(text, params as Array<any>).values
+    return Effect.scoped(Effect.zipRight(reader.raw.lease, Effect.try(() => reader.raw.values(text, params))))
+  })
