@@ -322,6 +322,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           submit: writer.submit,
           onBatch: (b) => Effect.logInfo("migration batch committed").pipe(Effect.annotateLogs({ database: id, migration: b.migration, batch: b.batch, state: b.state }))
         })
+        // The activation's one-time statements (install, verification, migrations) are not kept prepared.
+        connection.raw.forget()
         const compact = Compaction.compact(writer, config.retainedCommits).pipe(
           Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
         )

@@ -35,6 +35,12 @@ export interface Raw {
    * anyone: for synchronous raw reads outside `hold`.
    */
   readonly lease: Effect.Effect<void, SqlError, Scope.Scope>
+  /**
+   * Drops the statements the @effect/sql face has cached (finalized once unreferenced): for the
+   * one-time statements of an activation (install, verification, migrations), which would each keep
+   * SQLite memory for as long as the connection is open.
+   */
+  readonly forget: () => void
   /** Whether the file is open now (a lazy connection is closed until used, and again once idle). */
   readonly isOpen: () => boolean
 }
@@ -247,6 +253,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       inTransaction: () => handle !== undefined && handle.inTransaction,
       hold,
       lease,
+      forget: () => prepared.clear(),
       isOpen: () => handle !== undefined
     }
     return { sql, raw }
