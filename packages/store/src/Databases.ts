@@ -1,6 +1,6 @@
 /**
  * Activates per-database SQLite files: one file per database key (named by a digest
- * of the key), one write connection and one read-only connection per open file, kept
+ * of the key), one write connection per open file (and a read-only one while in use), kept
  * open while in use, closed when idle or when too many are open. Callers hold a
  * database for a scope. A database the `Registry` knows is verified before use and
  * never recreated: a missing, emptied, damaged, swapped or rolled-back file is a `StorageFault`.
