@@ -9,7 +9,7 @@
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { setFlagsFromString } from "node:v8"
+import { setFlagsFromString, writeHeapSnapshot } from "node:v8"
 import { runInNewContext } from "node:vm"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { v7 as uuidv7 } from "uuid"
@@ -77,11 +77,15 @@ export const run = async (): Promise<void> => {
     await new Promise((resolve) => setTimeout(resolve, 500))
     collect()
     const before = process.memoryUsage()
+    // FOOTPRINT_HEAPSNAPSHOT=<dir>: heap snapshots before and after, to diff what each database retains.
+    const snapshots = process.env.FOOTPRINT_HEAPSNAPSHOT
+    if (snapshots) writeHeapSnapshot(join(snapshots, "footprint-before.heapsnapshot"))
     for (let n = 0; n < DATABASES; n++) await runtime.runPromise(touch(n))
     // Let what the activations left behind (timers, finalization of spent statements) settle.
     await new Promise((resolve) => setTimeout(resolve, 500))
     collect()
     const after = process.memoryUsage()
+    if (snapshots) writeHeapSnapshot(join(snapshots, "footprint-after.heapsnapshot"))
     const open = (await runtime.runPromise(Effect.flatMap(Databases, (d) => d.open))).length
     if (open < DATABASES) throw new Error(`only ${open} databases stayed open`)
     const kib = (bytes: number) => (bytes / 1024 / DATABASES).toFixed(0)

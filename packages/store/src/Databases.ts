@@ -1,6 +1,6 @@
 /**
  * Activates per-database SQLite files: one file per database key (named by a digest
- * of the key), one write connection and one read-only connection per open file, kept
+ * of the key), one write connection per open file (and a read-only one while in use), kept
  * open while in use, closed when idle or when too many are open. Callers hold a
  * database for a scope. A database the `Registry` knows is verified before use and
  * never recreated: a missing, emptied, damaged, swapped or rolled-back file is a `StorageFault`.
@@ -33,11 +33,15 @@ export interface Database {
   /** Opaque id (a digest of the key): safe for logs and metrics, never public. */
   readonly id: DatabaseId
   readonly catalog: Catalog
-  /** A read-only connection for queries and sync. */
+  /**
+   * A read-only connection for queries and sync, opened on first use and closed once idle for
+   * `readerIdleTimeout` (never while a statement or transaction holds it).
+   */
   readonly reader: SqlClient.SqlClient
   /**
-   * One statement on the read-only connection, its rows as arrays of column values: the
-   * planner's hot path (a cached prepared statement, run synchronously when the connection is free).
+   * One read-only statement, its rows as arrays of column values: the planner's hot path (a cached
+   * prepared statement, run synchronously on the write connection between its transactions, else on
+   * the read connection). It sees the latest committed state, never an uncommitted write.
    */
   readonly values: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>>
   /** The single writer: every operation of this database passes through it. */
@@ -90,6 +94,9 @@ export const evictions = Metric.counter("cairn_database_evictions_total", {
   incremental: true
 })
 export const openDatabases = Metric.gauge("cairn_databases_open", { description: "Databases currently open" })
+export const openReaders = Metric.gauge("cairn_database_readers_open", {
+  description: "Read connections currently open (each opened on demand, closed once idle)"
+})
 
 type CloseReason = "idle" | "capacity" | "shutdown"
 
@@ -136,6 +143,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      */
     const pins = new Map<DatabaseId, Scope.CloseableScope>()
     let shuttingDown = false
+    /** Read connections open now (each database opens its own on demand). */
+    let readers = 0
+    const readerChanged = (open: boolean) => {
+      readers += open ? 1 : -1
+      openReaders.unsafeUpdate(readers, [])
+    }
     const gauge = Effect.suspend(() => Metric.set(openDatabases, opened.size))
     /**
      * Storage faults found by this process. A faulted database stays refused until restart:
@@ -270,18 +283,17 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         }
         const identity = identityOf(filename)
         const guardFile = stillThere(id, filename, identity)
-        // Opened after installation, so the file and its WAL exist for a read-only handle.
-        const readConnection = yield* Connection.open({ filename, readonly: true, cacheKib: config.sqliteCacheKib })
+        // Opened after installation, so the file and its WAL exist for a read-only handle; opened only
+        // when a read needs it (see `values`), and closed again once idle.
+        const readConnection = yield* Connection.open({
+          filename,
+          readonly: true,
+          cacheKib: config.sqliteCacheKib,
+          lazy: { idleClose: config.readerIdleTimeout, onChange: readerChanged }
+        })
         const reader = readConnection.sql
-        const readerRaw = readConnection.raw
         const values = (text: string, params: ReadonlyArray<unknown>) =>
-          Effect.suspend(() =>
-            // Between the steps of a read transaction of the @effect/sql face (sync), a raw read would
-            // see that transaction's snapshot: it waits its turn there instead.
-            readerRaw.inTransaction()
-              ? (reader.unsafe(text, params as Array<any>).values as Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown>)
-              : Effect.try(() => readerRaw.values(text, params))
-          ).pipe(
+          Connection.committedValues(connection, readConnection, text, params).pipe(
             Effect.orDie,
             // One cheap span per read statement when a tracer is configured (no captured stack, no text, never its values).
             readSpan
@@ -310,6 +322,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           submit: writer.submit,
           onBatch: (b) => Effect.logInfo("migration batch committed").pipe(Effect.annotateLogs({ database: id, migration: b.migration, batch: b.batch, state: b.state }))
         })
+        // The activation's one-time statements (install, verification, migrations) are not kept prepared.
+        connection.raw.forget()
         const compact = Compaction.compact(writer, config.retainedCommits).pipe(
           Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
         )

@@ -30,6 +30,12 @@ export interface StoreConfigShape {
    * databases would each grow to; SQLite's upstream default of 2 MiB is the default here.
    */
   readonly sqliteCacheKib: number
+  /**
+   * How long a database's read connection stays open unused. Single-statement reads run on the
+   * write connection when it is free; the read connection opens only for reads that span yields
+   * (sync, backup, checks, reads during a compaction) and closes again after this idle time.
+   */
+  readonly readerIdleTimeout: Duration.Duration
 }
 
 export const storeDefaults = {
@@ -40,7 +46,8 @@ export const storeDefaults = {
   groupCommitMaxBatch: 256,
   retainedCommits: 100_000,
   compactEvery: Duration.minutes(5),
-  sqliteCacheKib: 2048
+  sqliteCacheKib: 2048,
+  readerIdleTimeout: Duration.seconds(30)
 } as const satisfies Omit<StoreConfigShape, "dataDir">
 
 const positive = (name: string) =>
@@ -58,7 +65,8 @@ export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
   // Named for what they serve: the history sync can resume from.
   retainedCommits: positive("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
   compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery)),
-  sqliteCacheKib: positive("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib))
+  sqliteCacheKib: positive("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib)),
+  readerIdleTimeout: Config.duration("CAIRN_READER_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.readerIdleTimeout))
 })
 
 export class StoreConfig extends Context.Tag("@cairn/store/StoreConfig")<StoreConfig, StoreConfigShape>() {

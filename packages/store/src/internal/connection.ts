@@ -10,7 +10,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
 import * as Statement from "@effect/sql/Statement"
 import Sqlite from "better-sqlite3"
-import { Cache, Duration, Effect, Scope, Stream } from "effect"
+import { Duration, Effect, Scope, Stream } from "effect"
 
 /** Synchronous access to the connection: only for code that holds the connection (see `Raw.hold`). */
 export interface Raw {
@@ -30,6 +30,19 @@ export interface Raw {
    * (the same permit): synchronous sections run while it is held.
    */
   readonly hold: Effect.Effect<void, SqlError, Scope.Scope>
+  /**
+   * Holds the handle open for the scope (opening a lazy connection if needed), without excluding
+   * anyone: for synchronous raw reads outside `hold`.
+   */
+  readonly lease: Effect.Effect<void, SqlError, Scope.Scope>
+  /**
+   * Drops the statements the @effect/sql face has cached (finalized once unreferenced): for the
+   * one-time statements of an activation (install, verification, migrations), which would each keep
+   * SQLite memory for as long as the connection is open.
+   */
+  readonly forget: () => void
+  /** Whether the file is open now (a lazy connection is closed until used, and again once idle). */
+  readonly isOpen: () => boolean
 }
 
 export interface Opened {
@@ -42,23 +55,111 @@ export interface Options {
   readonly readonly?: boolean
   /** SQLite's page cache of this connection at most, in KiB (`PRAGMA cache_size = -n`); SQLite's default when absent. */
   readonly cacheKib?: number
+  /**
+   * Opens the file on first use instead of at once, and closes it again once nothing has held it
+   * for this long (each statement and transaction of either face holds it while it runs).
+   */
+  readonly lazy?: {
+    readonly idleClose: Duration.Duration
+    /** Told when the file is opened (`true`) or closed again (`false`). */
+    readonly onChange?: (open: boolean) => void
+  }
 }
+
+const sqlError = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
 /** Opens the file (WAL), closed with the scope. Mirrors `@effect/sql-sqlite-node`'s client. */
 export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function* () {
     const compiler = Statement.makeCompilerSqlite()
-    const db = new Sqlite(options.filename, { readonly: options.readonly ?? false })
-    yield* Effect.addFinalizer(() => Effect.sync(() => db.close()))
-    if (options.cacheKib !== undefined) db.pragma(`cache_size = -${Math.max(1, Math.floor(options.cacheKib))}`)
-    db.pragma("journal_mode = WAL")
+    /** The handle while the file is open (always, unless `lazy`). */
+    let handle: Sqlite.Database | undefined
+    /** Statements prepared on the handle, by face: dropped with it. */
+    const prepared = new Map<string, Sqlite.Statement>()
+    const statements = new Map<string, Sqlite.Statement>()
+    const valueStatements = new Map<string, Sqlite.Statement>()
+    const connect = (): Sqlite.Database => {
+      if (handle !== undefined) return handle
+      const db = new Sqlite(options.filename, { readonly: options.readonly ?? false })
+      try {
+        if (options.cacheKib !== undefined) db.pragma(`cache_size = -${Math.max(1, Math.floor(options.cacheKib))}`)
+        db.pragma("journal_mode = WAL")
+      } catch (error) {
+        db.close()
+        throw error
+      }
+      handle = db
+      options.lazy?.onChange?.(true)
+      return db
+    }
+    const disconnect = () => {
+      if (handle === undefined) return
+      prepared.clear()
+      statements.clear()
+      valueStatements.clear()
+      const db = handle
+      handle = undefined
+      db.close()
+      options.lazy?.onChange?.(false)
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(disconnect))
+    if (options.lazy === undefined) connect()
 
-    const prepareCache = yield* Cache.make({
-      capacity: 200,
-      timeToLive: Duration.minutes(10),
-      lookup: (text: string) =>
-        Effect.try({ try: () => db.prepare(text), catch: (cause) => new SqlError({ cause, message: "Failed to prepare statement " }) })
-    })
+    // Holders of a lazy handle, and the idle close: one timer at a time, re-armed while the handle is used.
+    let holders = 0
+    let lastReleased = 0
+    let timer: ReturnType<typeof setTimeout> | undefined
+    const idleMillis = options.lazy === undefined ? 0 : Math.max(1, Duration.toMillis(options.lazy.idleClose))
+    const closeWhenIdle = () => {
+      timer = undefined
+      if (holders > 0 || handle === undefined) return
+      const left = lastReleased + idleMillis - Date.now()
+      if (left > 0) arm(left)
+      else disconnect()
+    }
+    const arm = (millis: number) => {
+      timer = setTimeout(closeWhenIdle, millis)
+      timer.unref?.()
+    }
+    yield* Effect.addFinalizer(() => Effect.sync(() => timer !== undefined && clearTimeout(timer)))
+    /** Holds the handle (opening it if needed) for the scope: never closed while held. */
+    const lease: Effect.Effect<void, SqlError, Scope.Scope> =
+      options.lazy === undefined
+        ? Effect.void
+        : Effect.acquireRelease(
+          Effect.try({
+            try: () => {
+              connect()
+              holders += 1
+            },
+            catch: sqlError("Failed to open the database")
+          }),
+          () =>
+            Effect.sync(() => {
+              holders -= 1
+              if (holders > 0) return
+              lastReleased = Date.now()
+              if (timer === undefined) arm(idleMillis)
+            })
+        )
+    const db = () => {
+      if (handle === undefined) throw new Error("connection used while closed")
+      return handle
+    }
+
+    const prepare = (text: string) =>
+      Effect.try({
+        try: () => {
+          let s = prepared.get(text)
+          if (s === undefined) {
+            if (prepared.size >= 200) prepared.clear()
+            s = db().prepare(text)
+            prepared.set(text, s)
+          }
+          return s
+        },
+        catch: sqlError("Failed to prepare statement ")
+      })
     const runStatement = (statement: Sqlite.Statement, params: ReadonlyArray<unknown>, raw: boolean) =>
       Effect.try({
         try: () => {
@@ -66,10 +167,10 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
           const result = statement.run(...params)
           return (raw ? result : []) as any
         },
-        catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
+        catch: sqlError("Failed to execute statement")
       })
     const run = (text: string, params: ReadonlyArray<unknown>, raw = false) =>
-      Effect.flatMap(prepareCache.get(text), (s) => runStatement(s, params, raw))
+      Effect.flatMap(prepare(text), (s) => runStatement(s, params, raw))
 
     const connection: Connection = {
       execute(text, params, transformRows) {
@@ -80,7 +181,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       },
       executeValues(text, params) {
         return Effect.acquireUseRelease(
-          prepareCache.get(text),
+          prepare(text),
           (statement) =>
             Effect.try({
               try: () => {
@@ -91,14 +192,14 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
                 statement.run(...params)
                 return []
               },
-              catch: (cause) => new SqlError({ cause, message: "Failed to execute statement" })
+              catch: sqlError("Failed to execute statement")
             }),
           (statement) => Effect.sync(() => statement.reader && statement.raw(false))
         )
       },
       executeUnprepared(text, params, transformRows) {
         const effect = Effect.flatMap(
-          Effect.try({ try: () => db.prepare(text), catch: (cause) => new SqlError({ cause, message: "Failed to prepare statement " }) }),
+          Effect.try({ try: () => db().prepare(text), catch: sqlError("Failed to prepare statement ") }),
           (s) => runStatement(s, params ?? [], false)
         )
         return transformRows ? Effect.map(effect, transformRows) : effect
@@ -112,11 +213,14 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     }
 
     const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = semaphore.withPermits(1)(Effect.succeed(connection))
+    const acquirer = Effect.as(Effect.zipRight(semaphore.withPermits(1)(Effect.void), lease), connection)
     const hold = Effect.uninterruptibleMask((restore) =>
       Effect.zipRight(
-        restore(semaphore.take(1)),
-        Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        Effect.zipRight(
+          restore(semaphore.take(1)),
+          Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+        ),
+        lease
       )
     )
     const transactionAcquirer = Effect.as(hold, connection)
@@ -127,13 +231,11 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       spanAttributes: [["db.system.name", "sqlite"]]
     })
 
-    const statements = new Map<string, Sqlite.Statement>()
-    const valueStatements = new Map<string, Sqlite.Statement>()
     const raw: Raw = {
       statement: (text) => {
         let s = statements.get(text)
         if (s === undefined) {
-          s = db.prepare(text)
+          s = db().prepare(text)
           statements.set(text, s)
         }
         return s
@@ -142,14 +244,35 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
         let s = valueStatements.get(text)
         if (s === undefined) {
           if (valueStatements.size >= 500) valueStatements.clear()
-          s = db.prepare(text).raw(true)
+          s = db().prepare(text).raw(true)
           valueStatements.set(text, s)
         }
         return s.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
       },
-      exec: (text) => void db.exec(text),
-      inTransaction: () => db.inTransaction,
-      hold
+      exec: (text) => void db().exec(text),
+      inTransaction: () => handle !== undefined && handle.inTransaction,
+      hold,
+      lease,
+      forget: () => prepared.clear(),
+      isOpen: () => handle !== undefined
     }
     return { sql, raw }
+  })
+
+/**
+ * One read-only statement's rows (arrays of column values) as last committed, never an uncommitted
+ * write: on the write connection while no transaction is open on it (its writer's groups run
+ * synchronously, so none is ever open between them), else on the read connection, held open for the
+ * read (waiting behind a transaction of its @effect/sql face, whose snapshot a raw read would see).
+ */
+export const committedValues = (
+  writer: Opened,
+  reader: Opened,
+  text: string,
+  params: ReadonlyArray<unknown>
+): Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>, unknown> =>
+  Effect.suspend(() => {
+    if (!writer.raw.inTransaction()) return Effect.try(() => writer.raw.values(text, params))
+    if (reader.raw.inTransaction()) return reader.sql.unsafe(text, params as Array<any>).values
+    return Effect.scoped(Effect.zipRight(reader.raw.lease, Effect.try(() => reader.raw.values(text, params))))
   })
