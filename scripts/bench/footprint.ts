@@ -6,10 +6,12 @@
  * the store, the modules and one database were warm. Prints
  * `footprint: kib_per_open_db=<rss growth per database> (heap=<n> rss=<n>) databases=<n> cache_kib=<n>`.
  */
+import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { setFlagsFromString, writeHeapSnapshot } from "node:v8"
+import { fileURLToPath } from "node:url"
 import { runInNewContext } from "node:vm"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime } from "effect"
 import { v7 as uuidv7 } from "uuid"
@@ -58,7 +60,7 @@ const touch = (n: number) =>
     )
   })
 
-export const run = async (): Promise<void> => {
+const measure = async (): Promise<void> => {
   const dir = mkdtempSync(join(tmpdir(), "cairn-bench-footprint-"))
   const collect = gc()
   // Every database stays open for the whole measurement.
@@ -100,3 +102,17 @@ export const run = async (): Promise<void> => {
     rmSync(dir, { recursive: true, force: true })
   }
 }
+
+/**
+ * Measured in a fresh process: memory another benchmark left in this one (freed but still
+ * resident, or collected during the measurement) would hide or fake the growth.
+ */
+export const run = async (): Promise<void> => {
+  const child = spawnSync(process.execPath, ["--conditions=@cairn/source", "--import", "tsx", fileURLToPath(import.meta.url)], {
+    env: { ...process.env, FOOTPRINT_CHILD: "1" },
+    stdio: "inherit"
+  })
+  if (child.status !== 0) throw new Error(`the footprint measurement exited with ${child.status ?? child.signal}`)
+}
+
+if (process.env.FOOTPRINT_CHILD === "1") await measure()
