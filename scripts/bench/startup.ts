@@ -1,6 +1,6 @@
 /**
  * `npm run bench -- startup`: production start from compiled JS (`npm run start:prod`:
- * `node apps/server/dist/main.js`, no TypeScript loader) with a fresh data directory and the
+ * `node apps/server/dist/cairn.mjs`, the esbuild bundle of `scripts/bundle.mjs`) with a fresh data directory and the
  * embedded defaults, timed from spawn until `/health` answers 200; against `node -e` of a
  * trivial `node:http` server, spawn to its first 200. Brings `dist/` up to date first
  * (`tsc -b tsconfig.build.json`, incremental; `BENCH_STARTUP_NO_BUILD=1` skips it). Median of
@@ -18,7 +18,7 @@ import { fileURLToPath } from "node:url"
 
 const root = join(dirname(fileURLToPath(import.meta.url)), "..", "..")
 const RUNS = Number(process.env.BENCH_STARTUP_RUNS ?? 5)
-const entry = join(root, "apps", "server", "dist", "main.js")
+const entry = join(root, "apps", "server", "dist", "cairn.mjs")
 
 const freePort = () =>
   new Promise<number>((resolve, reject) => {
@@ -101,6 +101,7 @@ const median = (xs: ReadonlyArray<number>) => {
 export const run = async (): Promise<void> => {
   if (process.env.BENCH_STARTUP_NO_BUILD !== "1") {
     execFileSync(process.execPath, [join(root, "node_modules", "typescript", "bin", "tsc"), "-b", "tsconfig.build.json"], { cwd: root, stdio: "inherit" })
+    execFileSync(process.execPath, [join(root, "scripts", "bundle.mjs")], { cwd: root, stdio: "inherit" })
   }
   // Warm the file system cache once (the first start reads every module from disk).
   await cairnRun()

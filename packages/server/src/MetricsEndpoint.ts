@@ -9,12 +9,13 @@ import type { AddressInfo } from "node:net"
 import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option } from "effect"
+import { commonJs } from "./internal/commonJs.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
 const loadOtel = async () => ({
   OtelMetrics: await import("@effect/opentelemetry/Metrics"),
   Resource: await import("@effect/opentelemetry/Resource"),
-  PrometheusExporter: (await import("@opentelemetry/exporter-prometheus")).PrometheusExporter
+  PrometheusExporter: commonJs(await import("@opentelemetry/exporter-prometheus")).PrometheusExporter
 })
 
 const listen = (host: string, port: number, exporter: PrometheusExporter) =>

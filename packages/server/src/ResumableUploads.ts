@@ -13,6 +13,7 @@ import { join } from "node:path"
 import type { Server } from "@tus/server"
 import { type Principal } from "@cairn/domain/Principal"
 import { Duration, Effect, Runtime, Stream } from "effect"
+import { commonJs } from "./internal/commonJs.js"
 import { type ObjectLimitsShape } from "./ObjectLimits.js"
 import { type Objects } from "./Objects.js"
 
@@ -22,8 +23,8 @@ export const resumablePath = "/db/objects/resumable"
 let tus: Promise<{ readonly Server: typeof import("@tus/server").Server; readonly FileStore: typeof import("@tus/file-store").FileStore }> | undefined
 const loadTus = () =>
   (tus ??= Promise.all([import("@tus/server"), import("@tus/file-store")]).then(([server, store]) => ({
-    Server: server.Server,
-    FileStore: store.FileStore
+    Server: commonJs(server).Server,
+    FileStore: commonJs(store).FileStore
   })))
 
 /** The request header carrying the verified caller into the protocol's hooks (set by us, never by the client). */
