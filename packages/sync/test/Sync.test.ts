@@ -4,6 +4,8 @@ import { View } from "@cairn/catalog/View"
 import * as Migration from "@cairn/catalog/Migration"
 import type { Filter } from "@cairn/domain/QueryDocument"
 import type { SyncMessage, SyncScope } from "@cairn/domain/Sync"
+import type { Principal } from "@cairn/domain/Principal"
+import type { Database } from "@cairn/store/Databases"
 import { Log, Position } from "@cairn/store"
 import { SyncMetrics } from "@cairn/sync"
 import { Sync } from "@cairn/sync/Sync"
@@ -33,6 +35,21 @@ const kinds = (messages: ReadonlyArray<SyncMessage>) =>
   messages.flatMap((m) => (m._tag === "SyncBatch" ? m.changes.map((c) => `${c._tag} ${c.entity}/${c.id}`) : [`Resnapshot ${m.reason}`]))
 
 const tasksOnly: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" } }] }
+
+/** A live stream per caller from its snapshot's checkpoint, collected until the batch ending at `position`. */
+const liveUntil = (sync: Sync, db: Database, callers: ReadonlyArray<Principal>, scope: SyncScope, position: number) =>
+  Effect.forEach(callers, (caller) =>
+    Effect.gen(function* () {
+      const snap = yield* snapshotAll(db, caller, scope)
+      const view = yield* viewOf(caller)
+      const fiber = yield* sync.changes(caller, view, db, { scope, cursor: snap.checkpoint.cursor }).pipe(
+        Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(position)),
+        Stream.runCollect,
+        Effect.fork
+      )
+      return { caller, snap, fiber }
+    })
+  )
 
 describe("snapshot", () => {
   it.scoped("pages hold exactly what the principal may see, with hidden fields stripped", () =>
@@ -342,19 +359,7 @@ describe("changes", () => {
         const db = yield* database()
         const sync = yield* Sync
         // Three streams for each of three kinds (alice, carol, bob): equal views share ranges, others must not.
-        const callers = [alice, alice, alice, carol, carol, carol, bob, bob, bob]
-        const streams = yield* Effect.forEach(callers, (caller) =>
-          Effect.gen(function* () {
-            const snap = yield* snapshotAll(db, caller)
-            const view = yield* viewOf(caller)
-            const fiber = yield* sync.changes(caller, view, db, { scope: everything, cursor: snap.checkpoint.cursor }).pipe(
-              Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(10)),
-              Stream.runCollect,
-              Effect.fork
-            )
-            return { caller, snap, fiber }
-          })
-        )
+        const streams = yield* liveUntil(sync, db, [alice, alice, alice, carol, carol, carol, bob, bob, bob], everything, 10)
         yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
         yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
         yield* run(alice, "Task", "complete", {}, t1)
@@ -381,19 +386,7 @@ describe("changes", () => {
         const db = yield* database()
         const sync = yield* Sync
         // Task edits touch no row the Task policy reads through (memberships, projects): the direct path.
-        const callers = [alice, carol, bob, alice, carol, bob]
-        const streams = yield* Effect.forEach(callers, (caller) =>
-          Effect.gen(function* () {
-            const snap = yield* snapshotAll(db, caller, tasksOnly)
-            const view = yield* viewOf(caller)
-            const fiber = yield* sync.changes(caller, view, db, { scope: tasksOnly, cursor: snap.checkpoint.cursor }).pipe(
-              Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(9)),
-              Stream.runCollect,
-              Effect.fork
-            )
-            return { caller, snap, fiber }
-          })
-        )
+        const streams = yield* liveUntil(sync, db, [alice, carol, bob, alice, carol, bob], tasksOnly, 9)
         yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
         yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
         yield* run(alice, "Task", "complete", {}, t1)

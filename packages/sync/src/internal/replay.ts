@@ -346,21 +346,31 @@ function* replaying(catalog: Catalog, scope: ResolvedScope, touched: Map<string,
   if (yield* accessChanged()) return { _tag: "AccessChanged" } as const
 
   // 2. Every touched record in scope, decided exactly, in the order of its last change.
-  const decided: Array<{ readonly position: number; readonly change: SyncChange }> = []
+  const decided: Decided = []
   for (const entry of scope.entries) {
     const changedRows = touched.get(entry.entity.name)
     if (!changedRows || entry.rowScope._tag === "None") continue
     for (const [id, t] of changedRows) {
-      const before = yield* visible(entry, t.first, true)
-      const after = yield* visible(entry, t.last, false)
-      if (after) {
-        if (before && sameVisible(entry, t.first!, t.last!)) continue
-        decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
-      } else if (before) {
-        decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
-      }
+      decide(decided, entry, id, t, yield* visible(entry, t.first, true), yield* visible(entry, t.last, false))
     }
   }
+  return inOrder(decided)
+}
+
+type Decided = Array<{ readonly position: number; readonly change: SyncChange }>
+
+/** A touched record's change for a stream, from whether it was visible at the range's start and is at its end. */
+const decide = (decided: Decided, entry: ScopeEntry, id: string, t: Touched, before: boolean, after: boolean) => {
+  if (after) {
+    if (before && sameVisible(entry, t.first!, t.last!)) return
+    decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
+  } else if (before) {
+    decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
+  }
+}
+
+/** The decided changes in the order of each record's last change. */
+const inOrder = (decided: Decided) => {
   decided.sort((a, b) => a.position - b.position)
   return { _tag: "Changes", changes: decided.map((d) => d.change) } as const
 }
@@ -442,7 +452,7 @@ const decideDirectly = (
     if (entry.rowScope._tag !== "Where") continue
     for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return undefined
   }
-  const decided: Array<{ readonly position: number; readonly change: SyncChange }> = []
+  const decided: Decided = []
   for (const entry of scope.entries) {
     const changedRows = touched.get(entry.entity.name)
     if (!changedRows || entry.rowScope._tag === "None") continue
@@ -450,14 +460,8 @@ const decideDirectly = (
     for (const [id, t] of changedRows) {
       const before = t.first === null ? false : inScope(catalog, entry.entity.name, filter, t.first, lookupStart)
       const after = t.last === null ? false : inScope(catalog, entry.entity.name, filter, t.last, lookupNow)
-      if (after) {
-        if (before && sameVisible(entry, t.first!, t.last!)) continue
-        decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
-      } else if (before) {
-        decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
-      }
+      decide(decided, entry, id, t, before, after)
     }
   }
-  decided.sort((a, b) => a.position - b.position)
-  return { _tag: "Changes", changes: decided.map((d) => d.change) }
+  return inOrder(decided)
 }
