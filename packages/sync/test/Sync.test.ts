@@ -47,7 +47,17 @@ const liveUntil = (sync: Sync, db: Database, callers: ReadonlyArray<Principal>, 
         Stream.runCollect,
         Effect.fork
       )
-      return { caller, snap, fiber }
+      /** The stream's batches, each checked to be the caller's and applied to its snapshot. */
+      const received = Effect.map(Fiber.join(fiber), (collected) => {
+        const messages = Chunk.toReadonlyArray(collected)
+        for (const m of messages) {
+          assert.strictEqual(m._tag, "SyncBatch")
+          if (m._tag === "SyncBatch") assert.strictEqual(m.checkpoint.subject, caller.subject)
+          applyBatch(snap.records, m)
+        }
+        return messages
+      })
+      return { caller, snap, received }
     })
   )
 
@@ -364,13 +374,8 @@ describe("changes", () => {
         yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
         yield* run(alice, "Task", "complete", {}, t1)
         yield* run(bob, "Task", "create", { projectId: (yield* visibleTo(db, bob)).get(`Task/${t2}`)!["projectId"] as string, title: "Bob's" })
-        for (const { caller, fiber, snap } of streams) {
-          const messages = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
-          for (const m of messages) {
-            assert.strictEqual(m._tag, "SyncBatch")
-            if (m._tag === "SyncBatch") assert.strictEqual(m.checkpoint.subject, caller.subject)
-            applyBatch(snap.records, m)
-          }
+        for (const { caller, received, snap } of streams) {
+          const messages = yield* received
           // The oracle: what a fresh authorized read shows this caller now.
           assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller))
           if (caller.subject === "bob") assert.deepStrictEqual(kinds(messages).filter((k) => k.includes(t1)), [])
@@ -390,13 +395,8 @@ describe("changes", () => {
         yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
         yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
         yield* run(alice, "Task", "complete", {}, t1)
-        for (const { caller, fiber, snap } of streams) {
-          const messages = Chunk.toReadonlyArray(yield* Fiber.join(fiber))
-          for (const m of messages) {
-            assert.strictEqual(m._tag, "SyncBatch")
-            if (m._tag === "SyncBatch") assert.strictEqual(m.checkpoint.subject, caller.subject)
-            applyBatch(snap.records, m)
-          }
+        for (const { caller, received, snap } of streams) {
+          const messages = yield* received
           assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, tasksOnly))
           const seen = kinds(messages)
           if (caller.subject === "bob") {
