@@ -16,7 +16,7 @@ import { newInvocationId } from "@cairn/client/InvocationId"
 import { SyncClient } from "@cairn/client/SyncClient"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { App } from "@cairn/server-app/App"
 import { DemoPage } from "@cairn/server-app/DemoPage"
 import { freePort } from "@cairn/testkit/freePort"
@@ -31,7 +31,7 @@ const bench = Effect.gen(function* () {
   const base = `http://127.0.0.1:${port}`
   const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-browser-"))
   yield* Effect.addFinalizer(() => Effect.sync(() => rmSync(dataDir, { recursive: true, force: true })))
-  const settings: SettingsShape = { port, host: "127.0.0.1", baseUrl: base, dataDir, stageSetting: "test", stageExplicit: true, stage: "test", testHooksSetting: undefined }
+  const settings = onLoopback({ port, dataDir })
   const env = ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", `http://127.0.0.1:${yield* freePort()}`]]))
   yield* Layer.build(
     App(trackerDeployment, DemoPage).pipe(

@@ -14,7 +14,7 @@ import { ConfigProvider, Effect, Layer, Logger, LogLevel, Scope, Exit } from "ef
 import { v7 as uuidv7 } from "uuid"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
 import { App } from "../../apps/server/src/App.js"
@@ -43,16 +43,7 @@ const start = async (env: Record<string, string>) => {
   const issuer = `http://127.0.0.1:${await Effect.runPromise(freePort())}`
   const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-observe-"))
   const base = `http://127.0.0.1:${port}`
-  const settings: SettingsShape = {
-    port,
-    host: "127.0.0.1",
-    baseUrl: base,
-    dataDir,
-    stageSetting: "test",
-    stageExplicit: true,
-    stage: "test",
-    testHooksSetting: undefined
-  }
+  const settings = onLoopback({ port, dataDir })
   const config = ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", issuer], ["CAIRN_SQLITE_SYNCHRONOUS", "NORMAL"], ...Object.entries(env)]))
   const scope = await Effect.runPromise(Scope.make())
   await Effect.runPromise(

@@ -41,7 +41,7 @@ import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
 import { identityLayer } from "@cairn/server/IdentityLive"
 import { Limits } from "@cairn/server/Limits"
 import { serve } from "@cairn/server/Server"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { Sync } from "@cairn/sync/Sync"
 import { SyncConfig } from "@cairn/sync/SyncConfig"
 import { freePort } from "@cairn/testkit/freePort"
@@ -156,16 +156,7 @@ export const fanout = async (): Promise<void> => {
     const base = `http://127.0.0.1:${port}`
     const { privateKey, publicKey } = await generateKeyPair("ES256", { extractable: true })
     const publicJwk = { ...(await exportJWK(publicKey)), alg: "ES256" }
-    const settings: SettingsShape = {
-      port,
-      host: "127.0.0.1",
-      baseUrl: base,
-      dataDir,
-      stageSetting: "test",
-      stage: "test",
-      stageExplicit: true,
-      testHooksSetting: undefined
-    }
+    const settings = onLoopback({ port, dataDir })
     const identity = identityLayer({
       issuers: [{ issuer: "https://bench.issuer", keys: { _tag: "Jwks", keys: [publicJwk] }, algorithms: ["ES256"] }],
       audiences: { db: `${base}/db`, mcp: `${base}/mcp` },

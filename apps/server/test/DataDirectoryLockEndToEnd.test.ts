@@ -9,7 +9,7 @@ import { join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect } from "effect"
@@ -63,16 +63,7 @@ const token = (server: Server, dataDir: string, org: string) =>
     Effect.gen(function* () {
       const base = `http://127.0.0.1:${server.port}`
       const dev = yield* devIssuer.pipe(
-        Effect.provideService(Settings, {
-          port: server.port,
-          host: "127.0.0.1",
-          baseUrl: base,
-          dataDir,
-          stageSetting: "test",
-          stageExplicit: true,
-          stage: "test",
-          testHooksSetting: undefined
-        }),
+        Effect.provideService(Settings, onLoopback({ port: server.port, dataDir })),
         Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", server.issuer]]))),
         Effect.orDie
       )

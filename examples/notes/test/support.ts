@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { App } from "@cairn/server-app/App"
 import { freePort } from "@cairn/testkit/freePort"
 import * as Wire from "@cairn/testkit/Wire"
@@ -28,16 +28,7 @@ export interface Running {
 export const startNotes = Effect.gen(function* () {
   const port = yield* freePort()
   const base = `http://127.0.0.1:${port}`
-  const settings: SettingsShape = {
-    port,
-    host: "127.0.0.1",
-    baseUrl: base,
-    dataDir: mkdtempSync(join(tmpdir(), "cairn-notes-")),
-    stageSetting: "test",
-    stageExplicit: true,
-    stage: "test",
-    testHooksSetting: undefined
-  }
+  const settings = onLoopback({ port, dataDir: mkdtempSync(join(tmpdir(), "cairn-notes-")) })
   const env = ConfigProvider.fromMap(
     new Map([
       ["CAIRN_DEV_ISSUER_URL", `http://127.0.0.1:${yield* freePort()}`],

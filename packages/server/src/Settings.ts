@@ -49,6 +49,29 @@ export const settingsConfig: Config.Config<SettingsShape> = Config.all({
   })
 )
 
+/**
+ * A server on loopback at `port` in a stage chosen explicitly (`test` unless given): what tests,
+ * benchmarks and embedding tools serve with, instead of reading the environment.
+ */
+export const onLoopback = (options: {
+  readonly port: number
+  readonly dataDir: string
+  readonly stage?: Stage
+  readonly testHooks?: string
+}): SettingsShape => {
+  const stage = options.stage ?? "test"
+  return {
+    port: options.port,
+    host: "127.0.0.1",
+    baseUrl: `http://127.0.0.1:${options.port}`,
+    dataDir: options.dataDir,
+    stageSetting: stage,
+    stage,
+    stageExplicit: true,
+    testHooksSetting: options.testHooks
+  }
+}
+
 export class Settings extends Context.Tag("@cairn/server/Settings")<Settings, SettingsShape>() {
   static readonly layerConfig = Layer.effect(Settings, settingsConfig)
   static readonly layer = (settings: SettingsShape) => Layer.succeed(Settings, settings)

@@ -12,7 +12,7 @@ import { createInterface } from "node:readline"
 import { ConfigProvider, Effect, Layer, Logger, LogLevel, Metric } from "effect"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { Writer } from "@cairn/store"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
@@ -23,16 +23,7 @@ const main = Effect.gen(function* () {
   const base = `http://127.0.0.1:${port}`
   const issuer = `http://127.0.0.1:${yield* freePort()}`
   const dataDir = mkdtempSync(join(tmpdir(), "cairn-bench-http-"))
-  const settings: SettingsShape = {
-    port,
-    host: "127.0.0.1",
-    baseUrl: base,
-    dataDir,
-    stageSetting: "development",
-    stageExplicit: true,
-    stage: "development",
-    testHooksSetting: undefined
-  }
+  const settings = onLoopback({ port, dataDir, stage: "development" })
   const env = ConfigProvider.fromMap(
     new Map([
       ["CAIRN_DEV_ISSUER_URL", issuer],

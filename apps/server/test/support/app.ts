@@ -9,7 +9,7 @@ import { CairnClient } from "@cairn/client/CairnClient"
 import { devIssuer, type DevIssuerShape, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
 import { type DeploymentDefinition } from "@cairn/server/Deployment"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
 import { Writer } from "@cairn/store"
@@ -68,16 +68,7 @@ export const startApp = (options: StartOptions = {}) =>
     const base = `http://127.0.0.1:${port}`
     const issuer = previous?.issuer ?? `http://127.0.0.1:${yield* freePort()}`
     const dataDir = previous?.dataDir ?? options.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-app-"))
-    const settings: SettingsShape = {
-      port,
-      host: "127.0.0.1",
-      baseUrl: base,
-      dataDir,
-      stageSetting: "test",
-      stageExplicit: true,
-      stage: "test",
-      testHooksSetting: "1"
-    }
+    const settings = onLoopback({ port, dataDir, testHooks: "1" })
     const env = new Map<string, string>([
       ["CAIRN_DEV_ISSUER_URL", issuer],
       ["CAIRN_SQLITE_SYNCHRONOUS", "NORMAL"],

@@ -4,7 +4,7 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { ConfigProvider, Effect } from "effect"
 import { whenListening } from "./listening.js"
@@ -55,16 +55,7 @@ export const childToken = (server: Child, who: { readonly sub: string; readonly 
   Effect.runPromise(
     Effect.gen(function* () {
       const dev = yield* devIssuer.pipe(
-        Effect.provideService(Settings, {
-          port: server.port,
-          host: "127.0.0.1",
-          baseUrl: server.base,
-          dataDir: server.dataDir,
-          stageSetting: "test",
-          stageExplicit: true,
-          stage: "test",
-          testHooksSetting: undefined
-        }),
+        Effect.provideService(Settings, onLoopback({ port: server.port, dataDir: server.dataDir })),
         Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DEV_ISSUER_URL", server.issuer]]))),
         Effect.orDie
       )

@@ -22,7 +22,7 @@ import { FrontMiddleware } from "@cairn/server/FrontMiddleware"
 import { IdentityLive } from "@cairn/server/IdentityLive"
 import { Limits } from "@cairn/server/Limits"
 import { serve } from "@cairn/server/Server"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/Settings"
 import { DevAuthServer as DevAuth } from "@cairn/devauth"
 import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { DevIssuerLive } from "@cairn/devauth/DevIssuer"
@@ -80,16 +80,7 @@ export const startStack = (options: StackOptions = {}) =>
     const base = `http://127.0.0.1:${options.basePort ?? port}`
     const issuer = `http://127.0.0.1:${issuerPort}`
     const dataDir = options.reuse?.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-mcp-"))
-    const settings: SettingsShape = {
-      port,
-      host: "127.0.0.1",
-      baseUrl: base,
-      dataDir,
-      stageSetting: "test",
-      stageExplicit: true,
-      stage: "test",
-      testHooksSetting: undefined
-    }
+    const settings = onLoopback({ port, dataDir })
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
     const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
