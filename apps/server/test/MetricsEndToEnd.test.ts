@@ -16,18 +16,12 @@ import { Cause, Effect, Exit } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
 import { scrape, scrapeText, seriesNames, sumOf, total } from "./support/scrape.js"
+import { createProject, entity, projects } from "./support/requests.js"
 
 const dashboard = JSON.parse(readFileSync(fileURLToPath(new URL("../../../docs/grafana-dashboard.json", import.meta.url)), "utf8")) as {
   readonly panels: ReadonlyArray<{ readonly title: string; readonly targets: ReadonlyArray<{ readonly expr: string }> }>
 }
 
-const entity = (name: string) => ({ kind: "entity", name })
-const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }
-const createProject = (name: string, invocationId: string) => ({
-  operation: { kind: "operation", owner: entity("Project"), name: "create" },
-  input: { name },
-  invocationId
-})
 const archive = (id: string, invocationId: string) => ({
   operation: { kind: "operation", owner: entity("Project"), name: "archive" },
   target: { kind: "entity", entity: "Project", id },

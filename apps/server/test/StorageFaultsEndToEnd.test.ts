@@ -14,14 +14,8 @@ import { Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
 import { type Answer, mcp, rpc, sync } from "@cairn/testkit/Wire"
+import { createProject, entity, projects } from "./support/requests.js"
 
-const entity = (name: string) => ({ kind: "entity", name })
-const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }
-const createProject = (name: string, invocationId: string, description?: string) => ({
-  operation: { kind: "operation", owner: entity("Project"), name: "create" },
-  input: { name, ...(description ? { description } : {}) },
-  invocationId
-})
 
 const fileOf = (dataDir: string, org: string) => join(dataDir, "databases", `${databaseId(DatabaseKey.make(org))}.sqlite`)
 const digest = (file: string) => createHash("sha256").update(readFileSync(file)).digest("hex")

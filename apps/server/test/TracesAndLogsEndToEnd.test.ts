@@ -13,6 +13,7 @@ import { mcp, rpc, sync } from "@cairn/testkit/Wire"
 import { Effect, Logger, LogLevel, Schedule } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { startApp } from "./support/app.js"
+import { createProject, entity, projects } from "./support/requests.js"
 
 interface OtlpSpan {
   readonly traceId: string
@@ -52,13 +53,6 @@ const receiver = Effect.gen(function* () {
   return { endpoint: `http://127.0.0.1:${port}`, bodies, spans }
 })
 
-const entity = (name: string) => ({ kind: "entity", name })
-const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }
-const createProject = (name: string, invocationId: string) => ({
-  operation: { kind: "operation", owner: entity("Project"), name: "create" },
-  input: { name },
-  invocationId
-})
 
 const secrets = {
   subject: "sub-PLANTED-7f3a",

@@ -16,10 +16,9 @@ import { Effect, Schema } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { type Running, startApp } from "./support/app.js"
 import { type Answer, mcp, RawJson, rpc, sync } from "@cairn/testkit/Wire"
+import { entity, projects } from "./support/requests.js"
 
-const entity = (name: string) => ({ kind: "entity", name })
 const operation = (owner: string, name: string) => ({ kind: "operation", owner: entity(owner), name })
-const projects = { version: 1, from: entity("Project"), select: { name: { path: ["name"] } } }
 
 /** Text that must never reach a caller. */
 const internals = (app: Running, answer: Answer, keys: ReadonlyArray<string> = []) => {
