@@ -80,7 +80,8 @@ export const startStack = (options: StackOptions = {}) =>
     const base = `http://127.0.0.1:${options.basePort ?? port}`
     const issuer = `http://127.0.0.1:${issuerPort}`
     const dataDir = options.reuse?.dataDir ?? mkdtempSync(join(tmpdir(), "cairn-mcp-"))
-    const settings = onLoopback({ port, dataDir })
+    // The public base URL may be a proxy's port (`basePort`), not the one bound.
+    const settings = { ...onLoopback({ port, dataDir }), baseUrl: base }
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
     const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
