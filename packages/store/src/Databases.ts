@@ -10,7 +10,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Schedule, Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
@@ -137,9 +137,11 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     /** Databases whose activation finished, until they start closing: what the cheap lease hands out. */
     const ready = new Map<DatabaseId, Database>()
     /**
-     * While a database has users, one RcMap reference held for all of them (released when the last
-     * one leaves, which starts the RcMap's idle timer): a caller arriving meanwhile takes the cheap
-     * lease (a counter and a finalizer) instead of an RcMap reference of its own.
+     * While a database is in use, one RcMap reference held for all of its users: a caller arriving
+     * meanwhile takes the cheap lease (a counter) instead of an RcMap reference of its own. It
+     * lingers `pinLinger` after the last user leaves (released by one sweep per `pinLinger`, not a
+     * timer per request), so requests that follow each other without overlapping, each holding the
+     * database for a synchronous moment, keep taking the cheap lease; then the RcMap's idle timer starts.
      */
     const pins = new Map<DatabaseId, Scope.CloseableScope>()
     let shuttingDown = false
@@ -406,13 +408,22 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     // RcMap's own `capacity` refuses a new key when full; ours closes the least recently
     // used idle databases instead and lets in-use ones exceed it, so it is enforced below.
     const databases = yield* RcMap.make({ lookup, idleTimeToLive: config.idleTimeout })
+    /** How long an unused database keeps its shared reference (see `pins`): a second, or less than the idle timeout. */
+    const pinLinger = Duration.min(Duration.seconds(1), config.idleTimeout)
+    const lingerMillis = Duration.toMillis(pinLinger)
 
     /** A fault found in an open database: reported, and the database closes once its users let go. */
     const faulted = (error: StorageFault) =>
       Effect.zipRight(
         report(error),
         // Forked: the writer's own fiber may find it, and closing the database waits for that fiber.
-        Effect.forkDaemon(RcMap.invalidate(databases, error.databaseId as DatabaseId))
+        Effect.forkDaemon(
+          Effect.suspend(() => {
+            const id = error.databaseId as DatabaseId
+            // A lingering shared reference is nobody's: it does not keep a faulted database open.
+            return Effect.zipRight(RcMap.invalidate(databases, id), (usage.get(id)?.users ?? 0) === 0 ? releasePin(id) : Effect.void)
+          })
+        )
       )
 
     const refuse = (id: DatabaseId, error: StorageFault) => new ActivationError({ databaseId: id, cause: error, fault: error.kind })
@@ -428,7 +439,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         .sort((a, b) => (usage.get(a)?.lastUsed ?? 0) - (usage.get(b)?.lastUsed ?? 0))
         .slice(0, excess)
       for (const id of victims) evicting.add(id)
-      return Effect.forEach(victims, (id) => RcMap.invalidate(databases, id), { discard: true })
+      // Out of the map first, so letting go of a lingering shared reference closes it at once.
+      return Effect.forEach(victims, (id) => Effect.zipRight(RcMap.invalidate(databases, id), releasePin(id)), { discard: true })
     })
 
     const enter = (id: DatabaseId, now: number) => {
@@ -450,13 +462,31 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           entry.lastUsed = now
           if (entry.users > 0) return Effect.void
           if (!opened.has(id)) usage.delete(id)
-          // The last user left: the shared reference goes (the RcMap's idle timer starts), then capacity.
-          const pin = pins.get(id)
-          if (pin === undefined) return evictOverCapacity
-          pins.delete(id)
-          return Effect.zipRight(Scope.close(pin, Exit.void), evictOverCapacity)
+          // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
+          return lingerMillis === 0 ? Effect.zipRight(releasePin(id), evictOverCapacity) : evictOverCapacity
         })
       )
+
+    /** Drops the shared reference of `id`, if held: with no other reference, the RcMap's idle timer starts. */
+    const releasePin = (id: DatabaseId) =>
+      Effect.suspend(() => {
+        const pin = pins.get(id)
+        if (pin === undefined) return Effect.void
+        pins.delete(id)
+        return Scope.close(pin, Exit.void)
+      })
+
+    /** Releases the shared references of databases unused for at least `pinLinger`. */
+    const sweepPins = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+      Effect.forEach(
+        [...pins.keys()].filter((id) => {
+          const entry = usage.get(id)
+          return entry === undefined || (entry.users === 0 && now - entry.lastUsed >= lingerMillis)
+        }),
+        releasePin,
+        { discard: true }
+      )
+    )
 
     /** Takes the shared reference of a database in use (by the calling activation, so `users` > 0). */
     const pin = (id: DatabaseId) =>
@@ -470,6 +500,9 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           })
         )
       })
+
+    // The sweep of lingering shared references, for the layer's lifetime (interrupted before the RcMap closes).
+    if (lingerMillis > 0) yield* Effect.forkScoped(Effect.repeat(sweepPins, Schedule.spaced(pinLinger)))
 
     /**
      * The database of `databaseKey`, created and laid out on first use. It stays open
