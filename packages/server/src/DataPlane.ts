@@ -125,9 +125,11 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
-        const database = yield* open(principal)
-        return yield* withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
-      }).pipe(Effect.scoped, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
+        // The database held for the read without a scope of its own (the store's cheap lease).
+        return yield* databases.withDatabase(principal.databaseKey, (database) =>
+          withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
+        ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
+      }).pipe(scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
