@@ -2,15 +2,24 @@
  * `POST {base}/mcp` and its OAuth discovery routes. Each request passes the bearer gate
  * (the same one as `/db/*`, for the `mcp` resource), then is answered by an SDK server
  * taken from a pool (one request at a time each; the caller travels in the transport's
- * `authInfo`, never in the server) over a fresh stateless web-standard transport bridged
- * into the HttpLayerRouter; the tools call the
+ * `authInfo`, never in the server): a plain JSON-RPC request over the transport the server
+ * stays connected to (`DirectTransport`), anything else (initialize, notifications,
+ * batches, malformed messages) over a fresh stateless web-standard transport bridged into
+ * the HttpLayerRouter; the tools call the
  * same `DataPlane` every other transport uses, and its refusals are answered in MCP's
  * layers: 403 `insufficient_scope`, 503 for an unavailable database, a JSON-RPC error
  * for an overloaded writer or a defect.
  */
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { WebStandardStreamableHTTPServerTransport } from "@modelcontextprotocol/sdk/server/webStandardStreamableHttp.js"
-import { CallToolRequestSchema, type CallToolResult, ErrorCode, ListToolsRequestSchema } from "@modelcontextprotocol/sdk/types.js"
+import {
+  CallToolRequestSchema,
+  type CallToolResult,
+  ErrorCode,
+  type JSONRPCRequest,
+  ListToolsRequestSchema,
+  type MessageExtraInfo
+} from "@modelcontextprotocol/sdk/types.js"
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import type { Principal } from "@cairn/domain/Principal"
@@ -22,6 +31,7 @@ import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
+import { DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
@@ -109,8 +119,14 @@ const makeServer = (plane: DataPlaneShape): Server => {
   return server
 }
 
-/** Idle servers kept for reuse (more are made under more concurrency, and dropped after). */
+/** Idle servers kept for reuse, per kind (more are made under more concurrency, and dropped after). */
 const POOL_SIZE = 32
+
+/** An SDK server connected for good to its own direct transport. */
+interface Lane {
+  readonly server: Server
+  readonly transport: DirectTransport
+}
 
 const parseJson = (text: string): { readonly value: unknown } | undefined => {
   try {
@@ -169,7 +185,24 @@ export const McpRoutes = HttpLayerRouter.use(
     yield* router.add("GET", "/.well-known/oauth-protected-resource/mcp", metadataResponse)
     yield* router.add("GET", "/.well-known/oauth-protected-resource", metadataResponse)
 
+    // Servers for the web-standard transport (connected per request), and lanes (connected for good).
     const idle: Array<Server> = []
+    const lanes: Array<Lane> = []
+
+    /** The server's response to one direct request, from a lane of the pool. */
+    const exchange = async (message: JSONRPCRequest, extra: MessageExtraInfo) => {
+      let lane = lanes.pop()
+      if (lane === undefined) {
+        const server = makeServer(plane)
+        const transport = new DirectTransport()
+        await server.connect(transport)
+        lane = { server, transport }
+      }
+      const answer = await lane.transport.exchange(message, extra)
+      if (lanes.length < POOL_SIZE) lanes.push(lane)
+      else await lane.server.close()
+      return answer
+    }
 
     // A span only for a configured tracer: every MCP request passes here.
     const handle = (request: HttpServerRequest.HttpServerRequest) =>
@@ -193,15 +226,24 @@ export const McpRoutes = HttpLayerRouter.use(
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
+      const outcome: Outcome = {}
+      const call: Call = { principal, runtime, outcome }
+      const authInfo: AuthInfo = { token: "", clientId: principal.subject, scopes: [...principal.scopes], extra: { [callKey]: call } }
+
+      const direct = parsed === undefined ? undefined : directRequest(request.headers, parsed.value)
+      if (direct !== undefined) {
+        const message = yield* Effect.promise(() => exchange(direct, { authInfo, requestInfo: { headers: request.headers } }))
+        if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
+        // What the SDK's JSON-response mode answers: the response alone, 200, application/json.
+        return HttpServerResponse.text(JSON.stringify(message), { status: 200, contentType: "application/json" })
+      }
+
       // The SDK reads the body only when it is handed no parsed message (to answer -32700).
       const webRequest = new Request(new URL(request.url, settings.baseUrl), {
         method: "POST",
         headers: Object.entries(request.headers),
         ...(parsed === undefined ? { body } : {})
       })
-      const outcome: Outcome = {}
-      const call: Call = { principal, runtime, outcome }
-      const authInfo: AuthInfo = { token: "", clientId: principal.subject, scopes: [...principal.scopes], extra: { [callKey]: call } }
       const response = yield* Effect.promise(async () => {
         const server = idle.pop() ?? makeServer(plane)
         // No sessionIdGenerator: stateless, so any instance can answer any request.

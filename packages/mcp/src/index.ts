@@ -1,4 +1,5 @@
 export * as CallTool from "./CallTool.js"
+export * as DirectTransport from "./DirectTransport.js"
 export * as McpConfig from "./McpConfig.js"
 export * as McpRoutes from "./McpRoutes.js"
 export * as McpTools from "./McpTools.js"

@@ -1,0 +1,86 @@
+/**
+ * A reusable in-process SDK `Transport` for the common MCP request: one JSON-RPC request
+ * (not `initialize`) that the SDK's web-standard transport would hand straight to the
+ * server and answer, in JSON-response mode, with the server's response as the whole body.
+ * A server stays connected to one of these for its lifetime, so such a request costs no
+ * transport, no web `Request`/`Response`, no connect and close per call; every other
+ * request (initialize, notifications, batches, anything the SDK's transport answers
+ * itself) still goes through `WebStandardStreamableHTTPServerTransport`.
+ */
+import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js"
+import { isJsonContentType } from "@modelcontextprotocol/sdk/shared/mediaType.js"
+import {
+  type JSONRPCMessage,
+  type JSONRPCRequest,
+  JSONRPCRequestSchema,
+  type MessageExtraInfo,
+  SUPPORTED_PROTOCOL_VERSIONS
+} from "@modelcontextprotocol/sdk/types.js"
+
+/**
+ * The request the SDK's stateless JSON-response transport would pass to its server as is,
+ * or `undefined` when it would do anything else with it (answer 406, 415, 400 or -32700
+ * itself, answer 202 for a notification or a response, negotiate an `initialize`, collect
+ * a batch). Its checks, in its order, for one message: the Accept header (a substring
+ * test, as the SDK's), the parsed Content-Type, the message schema, and the
+ * `mcp-protocol-version` header. The message is the schema's output, as the SDK's is.
+ */
+export const directRequest = (headers: Readonly<Record<string, string | undefined>>, message: unknown): JSONRPCRequest | undefined => {
+  const accept = headers["accept"]
+  if (accept === undefined || !accept.includes("application/json") || !accept.includes("text/event-stream")) return undefined
+  if (!isJsonContentType(headers["content-type"] ?? null)) return undefined
+  // Cheap shape checks first: a failing zod parse builds an error object.
+  if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
+  const { id, method } = message as { id?: unknown; method?: unknown }
+  if ((typeof id !== "string" && typeof id !== "number") || typeof method !== "string" || method === "initialize") return undefined
+  const version = headers["mcp-protocol-version"]
+  if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) return undefined
+  // The SDK parses with the union of message schemas; for a request its first member, this one, answers.
+  const parsed = JSONRPCRequestSchema.safeParse(message)
+  return parsed.success ? parsed.data : undefined
+}
+
+/** A response (result or error) rather than a request or notification. */
+const isResponse = (message: JSONRPCMessage): boolean => !("method" in message) && ("result" in message || "error" in message)
+
+/**
+ * The transport one SDK server stays connected to. One request at a time: `exchange` hands
+ * it to the server and resolves with the server's response to it. Whatever else the server
+ * sends meanwhile (progress or log notifications) is dropped, as the SDK's JSON-response
+ * mode drops it.
+ */
+export class DirectTransport implements Transport {
+  onclose?: () => void
+  onerror?: (error: Error) => void
+  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void
+  private answer: ((message: JSONRPCMessage) => void) | undefined
+
+  start(): Promise<void> {
+    return Promise.resolve()
+  }
+
+  send(message: JSONRPCMessage): Promise<void> {
+    const answer = this.answer
+    if (answer !== undefined && isResponse(message)) {
+      this.answer = undefined
+      answer(message)
+    }
+    return Promise.resolve()
+  }
+
+  close(): Promise<void> {
+    this.onclose?.()
+    return Promise.resolve()
+  }
+
+  /** The server's response to `request` (one at a time per transport). */
+  exchange(request: JSONRPCRequest, extra: MessageExtraInfo): Promise<JSONRPCMessage> {
+    if (this.answer !== undefined || this.onmessage === undefined) {
+      return Promise.reject(new Error("DirectTransport: not connected, or already carrying a request"))
+    }
+    return new Promise((resolve) => {
+      this.answer = resolve
+      this.onmessage!(request, extra)
+    })
+  }
+}
