@@ -404,7 +404,7 @@ const inOrder = (decided: Decided) => {
 export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
   Effect.suspend(() => {
     const { catalog, scope, reader, commits } = options
-    const touched = touchedBy(commits)
+    const touched = touchedShared(commits)
     // Reads of the current state, shared by every evaluation of this batch.
     const current = rows(catalog, reader, options.cache, options.narrowing, options.wide)
     // The start of the range: undo every touched row to its first before image.
