@@ -1,7 +1,8 @@
 /**
  * `npm run bench -- sync`: (1) one commit delivered to 1,000 live sync clients over
  * loopback HTTP (NDJSON), each a member of the project, from just before the commit to
- * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=..`, and the writer's
+ * each client's receipt: `sync-fanout: clients=1000 p50_ms=.. p99_ms=.. server_cpu_us_per_client=..` (the
+ * server process's CPU over the rounds, per client and commit), and the writer's
  * acknowledgement of one commit with the 1,000 streams live over none:
  * `sync-ack: ratio_1000_vs_0=..` (the clients run in a child process,
  * `support/syncClients.ts`, and report arrival times on the shared clock); (2) resuming
@@ -127,6 +128,8 @@ const startProfile = async () => {
   const session = new Session()
   session.connect()
   await session.post("Profiler.enable")
+  // Fine samples: the three rounds take well under a second of CPU.
+  await session.post("Profiler.setSamplingInterval", { interval: 100 })
   await session.post("Profiler.start")
   return async (file: string) => {
     const { profile } = await session.post("Profiler.stop")
@@ -213,6 +216,7 @@ export const fanout = async (): Promise<void> => {
         })
       const ackAlone = await runtime.runPromise(ackMillis(15, "Alone"))
       let ackWithStreams = 0
+      let cpuPerClient = 0
       // The clients run in their own process: this one runs only the server.
       const child = fork(clientsScript, [], { execArgv: ["--conditions=@cairn/source", "--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] })
       const replies: Array<ChildReply> = []
@@ -237,6 +241,8 @@ export const fanout = async (): Promise<void> => {
         child.send({ url, tokens })
         await reply() // every client caught up and live
         const profiler = process.env["BENCH_SYNC_PROFILE"] ? await startProfile() : undefined
+        // CPU this (server) process spends on the rounds: steadier than latency on a shared machine.
+        const cpuBefore = process.cpuUsage()
         for (let round = 0; round < ROUNDS; round++) {
           const title = `Round ${round}`
           const start = performance.timeOrigin + performance.now()
@@ -245,6 +251,8 @@ export const fanout = async (): Promise<void> => {
           const answer = await reply()
           for (const at of answer.arrivals ?? []) samples.push(at - start)
         }
+        const cpu = process.cpuUsage(cpuBefore)
+        cpuPerClient = (cpu.user + cpu.system) / (ROUNDS * CLIENTS)
         if (profiler) await profiler(process.env["BENCH_SYNC_PROFILE"]!)
         ackWithStreams = await runtime.runPromise(ackMillis(15, "Watched"))
       } finally {
@@ -252,7 +260,7 @@ export const fanout = async (): Promise<void> => {
         child.kill()
       }
       samples.sort((a, b) => a - b)
-      console.log(`sync-fanout: clients=${CLIENTS} p50_ms=${percentile(samples, 50).toFixed(1)} p99_ms=${percentile(samples, 99).toFixed(1)}`)
+      console.log(`sync-fanout: clients=${CLIENTS} p50_ms=${percentile(samples, 50).toFixed(1)} p99_ms=${percentile(samples, 99).toFixed(1)} server_cpu_us_per_client=${cpuPerClient.toFixed(1)}`)
       console.log(
         `sync-ack: ratio_1000_vs_0=${(ackWithStreams / ackAlone).toFixed(2)} (median ack ${ackWithStreams.toFixed(1)}ms with ${CLIENTS} live streams, ${ackAlone.toFixed(1)}ms with none)`
       )

@@ -42,8 +42,23 @@ interface Need {
 }
 type Eval<A> = Generator<Need, A, ReadonlyArray<RecordValue>>
 
+/**
+ * `resolvePath`, once per catalog, path and entity: a path of a compiled filter is one
+ * array evaluated for every record (sync decides each change for every live stream).
+ */
+const resolvedPaths = new WeakMap<Catalog, WeakMap<ReadonlyArray<string>, Map<string, ReturnType<typeof resolvePath>>>>()
+const pathOf = (catalog: Catalog, entity: string, path: ReadonlyArray<string>): ReturnType<typeof resolvePath> => {
+  let byPath = resolvedPaths.get(catalog)
+  if (byPath === undefined) resolvedPaths.set(catalog, (byPath = new WeakMap()))
+  let byEntity = byPath.get(path)
+  if (byEntity === undefined) byPath.set(path, (byEntity = new Map()))
+  let found = byEntity.get(entity)
+  if (found === undefined) byEntity.set(entity, (found = resolvePath(catalog, entity, path)))
+  return found
+}
+
 function* valueAt(catalog: Catalog, entity: string, path: ReadonlyArray<string>, record: RecordValue): Eval<unknown> {
-  const resolved = resolvePath(catalog, entity, path)
+  const resolved = pathOf(catalog, entity, path)
   // Scope filters come from compiled policy, whose paths were checked against this catalog.
   if (typeof resolved === "string") throw new Error(`scope filter over ${entity}: ${resolved}`)
   let current: RecordValue | undefined = record

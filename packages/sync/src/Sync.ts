@@ -24,7 +24,24 @@ import * as SyncCursor from "./SyncCursor.js"
 import * as SyncLiveSink from "./SyncLiveSink.js"
 import * as SyncMetrics from "./SyncMetrics.js"
 
-const encodeChanges = Schema.encodeSync(Schema.Array(SyncChange))
+const encodeChange = Schema.encodeSync(SyncChange)
+/**
+ * The JSON text of each encoded change, made once per change object: streams that see a
+ * record alike share its change (see `replay`'s `decide`), so a change list is encoded once
+ * however many streams receive it. The list's text is its elements' joined, as
+ * `JSON.stringify` of the encoded array would write it.
+ */
+const changeJson = new WeakMap<SyncChange, string>()
+const encodeChanges = (changes: ReadonlyArray<SyncChange>): string => {
+  let text = "["
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!
+    let json = changeJson.get(change)
+    if (json === undefined) changeJson.set(change, (json = JSON.stringify(encodeChange(change))))
+    text += i === 0 ? json : `,${json}`
+  }
+  return `${text}]`
+}
 
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
@@ -356,6 +373,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           if (groups.size === 0) return
           const commits = yield* Log.commitsAfter(reader, from, last - from)
           const shared = lookupCache(database, last)
+          const recordLag = yield* SyncMetrics.lagRecorder
           let sinceYield = 0
           for (const [key, group] of groups) {
             // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
@@ -386,13 +404,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             for (const waiter of group) {
               if (waiter.gone) continue
               if (waiter.direct !== undefined && result._tag === "Changes") {
-                value.encoded ??= JSON.stringify(encodeChanges(result.changes))
+                value.encoded ??= encodeChanges(result.changes)
                 const checkpoint = waiter.direct.checkpointJson(last)
                 if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
                   // Sent: the stream stays in the hub, one commit further.
                   waiter.position = last
                   hub.waiters.add(waiter)
-                  if (value.newest !== undefined) yield* SyncMetrics.recordLag(value.newest)
+                  if (value.newest !== undefined) recordLag(value.newest)
                   continue
                 }
               }

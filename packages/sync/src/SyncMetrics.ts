@@ -3,7 +3,7 @@
  * lag from commit to delivery. Tagged only with public values, never ids or keys.
  */
 import type { ResnapshotReason } from "@cairn/domain/Sync"
-import { Effect, Metric, MetricBoundaries } from "effect"
+import { Effect, FiberRef, Metric, MetricBoundaries } from "effect"
 
 export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor", incremental: true })
 
@@ -41,3 +41,13 @@ export const recordLag = (committedAt: string) =>
   Effect.flatMap(Effect.clockWith((clock) => clock.currentTimeMillis), (now) =>
     Metric.update(lagMillis, Math.max(0, now - Date.parse(committedAt)))
   )
+
+/**
+ * `recordLag` for many deliveries (the hub's direct batches): the clock and the fiber's
+ * metric labels taken once, then each delivery recorded synchronously when it happens.
+ */
+export const lagRecorder: Effect.Effect<(committedAt: string) => void> = Effect.clockWith((clock) =>
+  Effect.map(FiberRef.get(FiberRef.currentMetricLabels), (labels) => (committedAt: string) => {
+    lagMillis.unsafeUpdate(Math.max(0, clock.unsafeCurrentTimeMillis() - Date.parse(committedAt)), labels)
+  })
+)

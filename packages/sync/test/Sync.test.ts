@@ -410,6 +410,31 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("streams that see different fields of one changed record each get exactly their fields, though they share its change", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const members: SyncScope = { entities: [{ from: { kind: "entity", name: "Member" } }] }
+        // erin (admin) sees members' email, alice and carol do not: the hub's streams replay one commit list.
+        const streams = yield* liveUntil(sync, db, [erin, alice, carol, erin, alice], members, 7)
+        const dave = idOf(yield* run(alice, "Member", "add", { projectId: p1, subject: "dave", role: "viewer", email: "dave@example.com" }))
+        const records: Array<Record<string, unknown>> = []
+        for (const { caller, received, snap } of streams) {
+          const messages = yield* received
+          assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, members))
+          const upsert = messages.flatMap((m) => (m._tag === "SyncBatch" ? m.changes : [])).find((c) => c.id === dave)
+          assert.strictEqual(upsert?._tag, "Upsert")
+          if (upsert?._tag === "Upsert") {
+            assert.strictEqual(upsert.record["email"], caller.subject === "erin" ? "dave@example.com" : undefined)
+            records.push(upsert.record)
+          }
+        }
+        assert.strictEqual(records.length, 5)
+      })
+    ))
+
   it.scoped("a live stream delivers each commit as it happens until the caller stops", () =>
     withEngine(
       Effect.gen(function* () {

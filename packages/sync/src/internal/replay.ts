@@ -359,13 +359,39 @@ function* replaying(catalog: Catalog, scope: ResolvedScope, touched: Map<string,
 
 type Decided = Array<{ readonly position: number; readonly change: SyncChange }>
 
+/**
+ * What a touched record shows the streams of one entity and set of visible fields: whether
+ * its visible fields changed, its upsert and its removal, each made once and shared by every
+ * stream that sees the same fields (the hub's streams replay one commit list, whose touched
+ * rows are shared; see `touchedShared`), so equal change lists hold the same change objects
+ * and are encoded once (see `Sync`). Nothing mutates a change.
+ */
+interface Shown {
+  same?: boolean
+  upsert?: SyncChange
+  remove?: SyncChange
+}
+const shownOf = new WeakMap<Touched, Map<string, Shown>>()
+const fieldsKeyOf = new WeakMap<ScopeEntry, string>()
+const shown = (entry: ScopeEntry, t: Touched): Shown => {
+  let key = fieldsKeyOf.get(entry)
+  if (key === undefined) fieldsKeyOf.set(entry, (key = [entry.entity.name, ...entry.fields.map((f) => f.name)].join("\u0000")))
+  let byFields = shownOf.get(t)
+  if (byFields === undefined) shownOf.set(t, (byFields = new Map()))
+  let found = byFields.get(key)
+  if (found === undefined) byFields.set(key, (found = {}))
+  return found
+}
+
 /** A touched record's change for a stream, from whether it was visible at the range's start and is at its end. */
 const decide = (decided: Decided, entry: ScopeEntry, id: string, t: Touched, before: boolean, after: boolean) => {
+  if (!after && !before) return
+  const s = shown(entry, t)
   if (after) {
-    if (before && sameVisible(entry, t.first!, t.last!)) return
-    decided.push({ position: t.position, change: { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) } })
-  } else if (before) {
-    decided.push({ position: t.position, change: { _tag: "Remove", entity: entry.entity.name, id } })
+    if (before && (s.same ??= sameVisible(entry, t.first!, t.last!))) return
+    decided.push({ position: t.position, change: (s.upsert ??= { _tag: "Upsert", entity: entry.entity.name, id, record: strip(entry, t.last!) }) })
+  } else {
+    decided.push({ position: t.position, change: (s.remove ??= { _tag: "Remove", entity: entry.entity.name, id }) })
   }
 }
 
@@ -378,7 +404,7 @@ const inOrder = (decided: Decided) => {
 export const replay = (options: ReplayOptions): Effect.Effect<ReplayResult, SqlError.SqlError> =>
   Effect.suspend(() => {
     const { catalog, scope, reader, commits } = options
-    const touched = touchedBy(commits)
+    const touched = touchedShared(commits)
     // Reads of the current state, shared by every evaluation of this batch.
     const current = rows(catalog, reader, options.cache, options.narrowing, options.wide)
     // The start of the range: undo every touched row to its first before image.

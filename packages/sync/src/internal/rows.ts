@@ -53,15 +53,25 @@ export const peek = (
   cache: Map<string, ReadonlyArray<RecordValue>>,
   narrowing: Narrowing,
   wide: Wide | undefined
-) => (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
-  const also = narrowing(entity, field) ?? noAlso
-  const keys = alsoKeys(also)
-  const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`
-  const hit = cache.get(key)
-  if (hit !== undefined || wide === undefined || also.length === 0 || !keys.indexable) return hit
-  const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
-  if (shared?.rows === undefined) return undefined
-  return fromWide(shared, also, cache, key)
+) => {
+  // The last answer found: a replay asks the same lookup for a record's start and its end.
+  let last: { readonly entity: string; readonly field: string; readonly value: Scalar; readonly found: ReadonlyArray<RecordValue> } | undefined
+  const find = (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
+    const also = narrowing(entity, field) ?? noAlso
+    const keys = alsoKeys(also)
+    const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`
+    const hit = cache.get(key)
+    if (hit !== undefined || wide === undefined || also.length === 0 || !keys.indexable) return hit
+    const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
+    if (shared?.rows === undefined) return undefined
+    return fromWide(shared, also, cache, key)
+  }
+  return (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
+    if (last !== undefined && last.value === value && last.field === field && last.entity === entity) return last.found
+    const found = find(entity, field, value)
+    if (found !== undefined) last = { entity, field, value, found }
+    return found
+  }
 }
 
 type WideEntry = Wide["entries"] extends Map<string, infer E> ? E : never
