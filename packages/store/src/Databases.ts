@@ -10,7 +10,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import type { SqlClient } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Schedule, Scope } from "effect"
+import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
@@ -139,8 +139,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     /**
      * While a database is in use, one RcMap reference held for all of its users: a caller arriving
      * meanwhile takes the cheap lease (a counter) instead of an RcMap reference of its own. It
-     * lingers `pinLinger` after the last user leaves (released by one sweep per `pinLinger`, not a
-     * timer per request), so requests that follow each other without overlapping, each holding the
+     * lingers `pinLinger` after the last user leaves (one sleeping fiber per database re-checks
+     * when it was last used: not a timer per request), so requests that follow each other without overlapping, each holding the
      * database for a synchronous moment, keep taking the cheap lease; then the RcMap's idle timer starts.
      */
     const pins = new Map<DatabaseId, Scope.CloseableScope>()
@@ -411,6 +411,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     /** How long an unused database keeps its shared reference (see `pins`): a second, or less than the idle timeout. */
     const pinLinger = Duration.min(Duration.seconds(1), config.idleTimeout)
     const lingerMillis = Duration.toMillis(pinLinger)
+    /** Lingers run in the layer's scope: interrupted before the RcMap closes every database. */
+    const layerScope = yield* Effect.scope
 
     /** A fault found in an open database: reported, and the database closes once its users let go. */
     const faulted = (error: StorageFault) =>
@@ -463,7 +465,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           if (entry.users > 0) return Effect.void
           if (!opened.has(id)) usage.delete(id)
           // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
-          return lingerMillis === 0 ? Effect.zipRight(releasePin(id), evictOverCapacity) : evictOverCapacity
+          return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id), evictOverCapacity)
         })
       )
 
@@ -476,17 +478,32 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         return Scope.close(pin, Exit.void)
       })
 
-    /** Releases the shared references of databases unused for at least `pinLinger`. */
-    const sweepPins = Effect.flatMap(Clock.currentTimeMillis, (now) =>
-      Effect.forEach(
-        [...pins.keys()].filter((id) => {
-          const entry = usage.get(id)
-          return entry === undefined || (entry.users === 0 && now - entry.lastUsed >= lingerMillis)
-        }),
-        releasePin,
-        { discard: true }
-      )
-    )
+    /** Databases whose shared reference waits out its linger (one fiber each, re-armed, never one per request). */
+    const lingering = new Set<DatabaseId>()
+
+    /** Releases the shared reference of `id` once it has been unused for `pinLinger`; stops while it has users. */
+    const lingerThenRelease = (id: DatabaseId): Effect.Effect<void> =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        const entry = usage.get(id)
+        if (!pins.has(id) || (entry !== undefined && entry.users > 0)) {
+          // Gone, or in use again: its users' last `unuse` arms the next linger.
+          lingering.delete(id)
+          return Effect.void
+        }
+        const remaining = entry === undefined ? 0 : entry.lastUsed + lingerMillis - now
+        if (remaining > 0) return Effect.zipRight(Effect.sleep(remaining), lingerThenRelease(id))
+        lingering.delete(id)
+        return Effect.uninterruptible(releasePin(id))
+      })
+
+    /** Starts the linger of a database whose last user just left, unless one is already running. */
+    const linger = (id: DatabaseId) =>
+      Effect.suspend(() => {
+        if (lingering.has(id) || !pins.has(id)) return Effect.void
+        lingering.add(id)
+        // Interruptible: `unuse` runs as a finalizer, and a fork inherits its uninterruptibility (shutdown would wait out the sleep).
+        return Effect.asVoid(Effect.forkIn(Effect.interruptible(Effect.zipRight(Effect.sleep(pinLinger), lingerThenRelease(id))), layerScope))
+      })
 
     /** Takes the shared reference of a database in use (by the calling activation, so `users` > 0). */
     const pin = (id: DatabaseId) =>
@@ -500,9 +517,6 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           })
         )
       })
-
-    // The sweep of lingering shared references, for the layer's lifetime (interrupted before the RcMap closes).
-    if (lingerMillis > 0) yield* Effect.forkScoped(Effect.repeat(sweepPins, Schedule.spaced(pinLinger)))
 
     /**
      * The database of `databaseKey`, created and laid out on first use. It stays open
