@@ -53,6 +53,7 @@ describe("Digest", () => {
       new Map([[1, 2]]),
       Object.assign([1, 2], { extra: 3 }),
       [, 1],
+      Object.fromEntries(Array.from({ length: 40 }, (_, i) => [`k${(i * 7919) % 40}`, { [`z${i}`]: i, [`a${i}`]: -i }])),
       undefined,
       "plain",
       null
