@@ -7,6 +7,7 @@
 import { Effect, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
 import * as Redaction from "./Redaction.js"
+import { strictParse } from "./StrictParse.js"
 
 /** Most failing places listed in one error; the rest are counted in one summary issue. */
 export const maxIssues = 20
@@ -162,7 +163,11 @@ export const decodeStrict = <A, I, E>(
   onIssues: (issues: ReadonlyArray<Issue>) => E,
   prefix = ""
 ) => {
-  const decodeFirst = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })
+  const decodeFirst = strictParse(
+    schema.ast,
+    Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" }),
+    Schema.decodeUnknown(schema, { errors: "first" })
+  )
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>
     Effect.suspend(() => decodeFirst(input)).pipe(
