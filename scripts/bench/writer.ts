@@ -19,6 +19,7 @@ import { join } from "node:path"
 import Database from "better-sqlite3"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Metric } from "effect"
 import { v7 as uuidv7 } from "uuid"
+import { newInvocationId } from "@cairn/client/InvocationId"
 import { compile } from "@cairn/catalog/Catalog"
 import { digest } from "@cairn/catalog/Digest"
 import { View } from "@cairn/catalog/View"
@@ -52,7 +53,8 @@ const taskCreate = (projectId: string, n: number) =>
   invoke({
     operation: operationRef("Task", "create"),
     input: { projectId, title: `task ${n}`, priority: (n % 5) + 1 },
-    invocationId: InvocationId.make(uuidv7())
+    // As a client of Cairn makes them (`@cairn/client`): the id is generated where the intent is.
+    invocationId: InvocationId.make(newInvocationId())
   })
 
 /** Rounds of committed `Task.create` operations through `mutate`; each answers operations per second. */
