@@ -35,6 +35,33 @@ const shallowKeys = (ast: SchemaAST.AST): ReadonlySet<PropertyKey> | undefined =
     ? new Set(ast.propertySignatures.map((ps) => ps.name))
     : undefined
 
+/** Whether a transformation (or anything opaque) is somewhere in `ast`. */
+const mayTransform = (ast: SchemaAST.AST): boolean => {
+  switch (ast._tag) {
+    case "Refinement":
+      return mayTransform(ast.from)
+    case "Union":
+      return ast.types.some(mayTransform)
+    case "TupleType":
+      return ast.elements.some((e) => mayTransform(e.type)) || ast.rest.some((r) => mayTransform(r.type))
+    case "TypeLiteral":
+      return ast.propertySignatures.some((ps) => mayTransform(ps.type)) || ast.indexSignatures.length > 0
+    case "Transformation":
+    case "Declaration":
+    case "Suspend":
+      return true
+    default:
+      return false
+  }
+}
+
+/**
+ * Whether encoding a value that this schema decoded gives that value back unchanged, so the
+ * encode can be skipped: a struct of plain fields (no transformation anywhere, no struct inside,
+ * so no union can pick another struct than the decode did and drop keys).
+ */
+export const encodesAsIs = (ast: SchemaAST.AST): boolean => shallowKeys(ast) !== undefined && !mayTransform(ast)
+
 /**
  * `strict` (a parse of the schema of `ast` with `onExcessProperty: "error"`), answered by
  * `lenient` (the same parse without that option) when that cannot differ: the schema is a

@@ -3,7 +3,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Either, ParseResult, Schema } from "effect"
 import fc from "fast-check"
-import { strictParse } from "@cairn/domain/StrictParse"
+import { encodesAsIs, strictParse } from "@cairn/domain/StrictParse"
 
 const Shallow = Schema.Struct({
   id: Schema.String,
@@ -12,6 +12,12 @@ const Shallow = Schema.Struct({
   priority: Schema.optional(Schema.Int.pipe(Schema.between(1, 5))),
   tags: Schema.optional(Schema.Array(Schema.String)),
   at: Schema.optional(Schema.NumberFromString)
+})
+const Plain = Schema.Struct({
+  id: Schema.String,
+  status: Schema.Literal("open", "done"),
+  tags: Schema.optional(Schema.Array(Schema.String)),
+  priority: Schema.optional(Schema.Union(Schema.Int.pipe(Schema.between(1, 5)), Schema.Literal("none")))
 })
 const Nested = Schema.Struct({ id: Schema.String, file: Schema.optional(Schema.Struct({ name: Schema.String })) })
 const UnionOfStructs = Schema.Struct({ id: Schema.String, shape: Schema.Union(Schema.Struct({ a: Schema.String }), Schema.Struct({ a: Schema.String, b: Schema.Number })) })
@@ -32,6 +38,7 @@ const shallowInput = inputOf(
 )
 const cases: ReadonlyArray<readonly [Schema.Schema<any, any>, fc.Arbitrary<unknown>]> = [
   [Shallow, shallowInput],
+  [Plain, inputOf({ id: fc.string(), status: fc.constantFrom("open", "done", "late") }, { tags: fc.array(fc.string({ maxLength: 3 }), { maxLength: 2 }), priority: field() })],
   [Nested, inputOf({ id: fc.string() }, { file: field(inner) })],
   [UnionOfStructs, inputOf({ id: fc.string(), shape: inner }, {})],
   [WithIndex, inputOf({ id: fc.string() }, { n: field(), m: field() })],
@@ -66,5 +73,28 @@ describe("strictParse", () => {
     parserOf(UnionOfStructs)({ id: "a" })
     parserOf(WithIndex)({ id: "a" })
     assert.deepStrictEqual(calls, ["lenient", "strict", "strict", "strict", "strict", "strict", "strict"])
+  })
+
+  it("says a schema encodes what it decoded as is only when it does", () => {
+    let checked = 0
+    for (const [schema, input] of cases) {
+      if (!encodesAsIs(schema.ast)) continue
+      checked++
+      const decode = Schema.decodeUnknownEither(schema, { onExcessProperty: "error" })
+      const encode = Schema.encodeUnknownEither(schema)
+      fc.assert(fc.property(input, (u) => {
+        const decoded = decode(u)
+        if (Either.isRight(decoded)) assert.deepStrictEqual(encode(decoded.right), Either.right(decoded.right))
+      }), { numRuns: 300 })
+    }
+    assert.strictEqual(checked, 1)
+    assert.isTrue(encodesAsIs(Plain.ast))
+    assert.isFalse(encodesAsIs(Shallow.ast), "NumberFromString")
+    assert.isFalse(encodesAsIs(Nested.ast))
+    assert.isFalse(encodesAsIs(UnionOfStructs.ast))
+    assert.isFalse(encodesAsIs(WithIndex.ast))
+    assert.isFalse(encodesAsIs(Schema.String.ast), "not a struct")
+    assert.isFalse(encodesAsIs(Schema.Struct({ at: Schema.Date }).ast))
+    assert.isFalse(encodesAsIs(Schema.Struct({ n: Schema.optionalWith(Schema.Number, { default: () => 1 }) }).ast))
   })
 })

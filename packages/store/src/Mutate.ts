@@ -9,6 +9,7 @@ import { digest } from "@cairn/catalog/Digest"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { type View } from "@cairn/catalog/View"
 import { decodeStrict } from "@cairn/domain/Decode"
+import { encodesAsIs } from "@cairn/domain/StrictParse"
 import { InvalidInput, UnknownDefinition } from "@cairn/domain/PublicError"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
@@ -41,7 +42,8 @@ export const intentOf = (subject: string, operation: string, target: MutateReque
 
 interface Codec {
   readonly decode: (input: unknown) => Effect.Effect<unknown, InvalidInput>
-  readonly encode: (input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+  /** Encodes a decoded input; `undefined` when that gives the input back as is (see `encodesAsIs`). */
+  readonly encode: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
 }
 
 /** Each operation's input parsers, built once (an operation is compiled once per catalog). */
@@ -60,7 +62,7 @@ const codecOf = (operation: CompiledOperation, key: string): Codec => {
           }),
         "/input"
       ),
-      encode: Schema.encode(schema)
+      encode: encodesAsIs(schema.ast) ? undefined : Schema.encode(schema)
     }
     codecs.set(operation, codec)
   }
@@ -105,7 +107,7 @@ const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs)
   }
   const codec = codecOf(operation, key)
   const input: unknown = yield* codec.decode(request.input ?? {})
-  const encodedInput = yield* Effect.orDie(codec.encode(input))
+  const encodedInput = codec.encode === undefined ? input : yield* Effect.orDie(codec.encode(input))
   const invocation: Writer.Invocation = {
     invocationId: request.invocationId,
     operation,
