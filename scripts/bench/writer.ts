@@ -6,13 +6,20 @@
  * Prints `writer: ops/s=.. baseline=.. ratio=.. cpu_us_per_op=.. baseline_cpu_us_per_op=.. ops_per_group=..`
  * (writer / raw; CPU time of the process, user + system, per committed operation in the best
  * round; invocations per group commit, i.e. acknowledged writes per fsync).
+ *
+ * `BENCH_PROFILE=<dir>`: after the measured rounds, one more writer round (`BENCH_PROFILE_SECONDS`,
+ * default 5) under V8's sampling profiler, written to `<dir>/writer.cpuprofile`. Run it as
+ * `NODE_OPTIONS= npx tsx scripts/bench.ts writer` after `npm run build` so that @cairn/* resolves
+ * to the compiled dist/ (real line numbers).
  */
-import { mkdtempSync, rmSync } from "node:fs"
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { Session } from "node:inspector/promises"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import Database from "better-sqlite3"
 import { Effect, Layer, Logger, LogLevel, ManagedRuntime, Metric } from "effect"
 import { v7 as uuidv7 } from "uuid"
+import { newInvocationId } from "@cairn/client/InvocationId"
 import { compile } from "@cairn/catalog/Catalog"
 import { digest } from "@cairn/catalog/Digest"
 import { View } from "@cairn/catalog/View"
@@ -46,7 +53,8 @@ const taskCreate = (projectId: string, n: number) =>
   invoke({
     operation: operationRef("Task", "create"),
     input: { projectId, title: `task ${n}`, priority: (n % 5) + 1 },
-    invocationId: InvocationId.make(uuidv7())
+    // As a client of Cairn makes them (`@cairn/client`): the id is generated where the intent is.
+    invocationId: InvocationId.make(newInvocationId())
   })
 
 /** Rounds of committed `Task.create` operations through `mutate`; each answers operations per second. */
@@ -160,6 +168,18 @@ export const run = async (): Promise<void> => {
     for (let i = 0; i < ROUNDS; i++) {
       baseline = best(baseline, await raw.round(ROUND_SECONDS))
       writer = best(writer, await cairn.round(ROUND_SECONDS))
+    }
+    const profile = process.env["BENCH_PROFILE"]
+    if (profile) {
+      const session = new Session()
+      session.connect()
+      await session.post("Profiler.enable")
+      await session.post("Profiler.start")
+      await cairn.round(Number(process.env["BENCH_PROFILE_SECONDS"] ?? 5))
+      const { profile: cpuProfile } = await session.post("Profiler.stop")
+      mkdirSync(profile, { recursive: true })
+      writeFileSync(join(profile, "writer.cpuprofile"), JSON.stringify(cpuProfile))
+      session.disconnect()
     }
     await raw.close()
     await cairn.close()

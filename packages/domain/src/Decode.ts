@@ -4,9 +4,10 @@
  * bounded whatever the input: at most `maxIssues` places, each message and path capped,
  * and a large input is checked only up to its first problem.
  */
-import { Effect, ParseResult, Schema, SchemaAST } from "effect"
+import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
 import * as Redaction from "./Redaction.js"
+import { strictParse } from "./StrictParse.js"
 
 /** Most failing places listed in one error; the rest are counted in one summary issue. */
 export const maxIssues = 20
@@ -163,9 +164,26 @@ export const decodeStrict = <A, I, E>(
   prefix = ""
 ) => {
   const decodeFirst = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })
+  // The usual case, synchronously: a valid input costs no effect of its own (anything else,
+  // including a schema that is not synchronous, takes the path below, which answers as before).
+  const quick = strictParse(
+    schema.ast,
+    Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "first" }),
+    Schema.decodeUnknownEither(schema, { errors: "first" })
+  )
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>
-    Effect.suspend(() => decodeFirst(input)).pipe(
+    Effect.suspend(() => {
+      let decoded: Either.Either<A, ParseResult.ParseError> | undefined
+      try {
+        decoded = quick(input)
+      } catch {
+        decoded = undefined
+      }
+      return decoded !== undefined && Either.isRight(decoded) ? Effect.succeed(decoded.right) : strictly(input)
+    })
+  function strictly(input: unknown): Effect.Effect<A, E> {
+    return Effect.suspend(() => decodeFirst(input)).pipe(
       Effect.catchAll((first) =>
         hasAtMostValues(input, fullReportMaxValues)
           ? Effect.suspend(() => decodeAll(input)).pipe(Effect.mapError((all) => onIssues(issuesOf(all, prefix))))
@@ -177,4 +195,5 @@ export const decodeStrict = <A, I, E>(
         Effect.fail(onIssues([{ path: prefix || "/", message: "holds an object where a plain value (a string, number or boolean) belongs" }]))
       )
     )
+  }
 }

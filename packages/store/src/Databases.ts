@@ -158,7 +158,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      */
     const faults = new Map<DatabaseId, StorageFault>()
     /** For each open database: its file is still the one it opened (checked on every activation). */
-    const guards = new Map<DatabaseId, Effect.Effect<void, StorageFault>>()
+    const guards = new Map<DatabaseId, () => StorageFault | undefined>()
 
     const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
 
@@ -197,15 +197,14 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return { dev: stat.dev, ino: stat.ino }
     }
 
-    /** The open file is still at its path: not removed (with `databases/` or alone), replaced or truncated. */
-    const stillThere = (id: DatabaseId, filename: string, identity: FileIdentity): Effect.Effect<void, StorageFault> =>
-      Effect.suspend(() => {
-        const stat = statSync(filename, { throwIfNoEntry: false })
-        if (stat === undefined) return Effect.fail(fault(id, "missing", "its file was removed while open"))
-        if (stat.dev !== identity.dev || stat.ino !== identity.ino) return Effect.fail(fault(id, "missing", "its file was replaced while open"))
-        if (stat.size === 0) return Effect.fail(fault(id, "empty", "its file was truncated while open"))
-        return Effect.void
-      })
+    /** Whether the open file is still at its path: not removed (with `databases/` or alone), replaced or truncated; else its fault. */
+    const fileFault = (id: DatabaseId, filename: string, identity: FileIdentity): StorageFault | undefined => {
+      const stat = statSync(filename, { throwIfNoEntry: false })
+      if (stat === undefined) return fault(id, "missing", "its file was removed while open")
+      if (stat.dev !== identity.dev || stat.ino !== identity.ino) return fault(id, "missing", "its file was replaced while open")
+      if (stat.size === 0) return fault(id, "empty", "its file was truncated while open")
+      return undefined
+    }
 
     /** A registered file, once open: intact pages, its own install id, not behind its known position. */
     const verify = (id: DatabaseId, sql: SqlClient.SqlClient, entry: Registration) =>
@@ -284,7 +283,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
         }
         const identity = identityOf(filename)
-        const guardFile = stillThere(id, filename, identity)
+        const guardFile = () => fileFault(id, filename, identity)
         // Opened after installation, so the file and its WAL exist for a read-only handle; opened only
         // when a read needs it (see `values`), and closed again once idle.
         const readConnection = yield* Connection.open({
@@ -313,7 +312,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           queueLimit: config.writerQueueLimit,
           maxBatch: config.groupCommitMaxBatch,
           // One stat per group commit: a file removed or replaced under the writer is never acknowledged into.
-          beforeCommit: Effect.tapError(guardFile, (error) => faulted(error))
+          beforeCommit: Effect.suspend(() => {
+            const error = guardFile()
+            return error === undefined ? Effect.void : Effect.zipRight(faulted(error), Effect.fail(error))
+          })
         })
         position = writer.position
         // Declared migrations this database has not finished run now, batch by batch through its writer.
@@ -455,19 +457,19 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
 
     const use = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => enter(id, now)))
 
-    const unuse = (id: DatabaseId) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        Effect.suspend(() => {
-          const entry = usage.get(id)
-          if (!entry) return Effect.void
-          entry.users -= 1
-          entry.lastUsed = now
-          if (entry.users > 0) return Effect.void
-          if (!opened.has(id)) usage.delete(id)
-          // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
-          return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id), evictOverCapacity)
-        })
-      )
+    /** One user of `id` left at `now`. */
+    const leave = (id: DatabaseId, now: number): Effect.Effect<void> => {
+      const entry = usage.get(id)
+      if (!entry) return Effect.void
+      entry.users -= 1
+      entry.lastUsed = now
+      if (entry.users > 0) return Effect.void
+      if (!opened.has(id)) usage.delete(id)
+      // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
+      return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id), evictOverCapacity)
+    }
+
+    const unuse = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.suspend(() => leave(id, now)))
 
     /** Drops the shared reference of `id`, if held: with no other reference, the RcMap's idle timer starts. */
     const releasePin = (id: DatabaseId) =>
@@ -535,12 +537,11 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     }
 
     /** One stat: a file removed or replaced since it was opened is refused before anything is read or written. */
-    const checked = (id: DatabaseId, database: Database): Effect.Effect<Database, ActivationError> => {
-      const guardFile = guards.get(id)
-      return guardFile === undefined
-        ? Effect.succeed(database)
-        : Effect.as(Effect.catchAll(guardFile, (error) => Effect.zipRight(faulted(error), Effect.fail(refuse(id, error)))), database)
-    }
+    const checked = (id: DatabaseId, database: Database): Effect.Effect<Database, ActivationError> =>
+      Effect.suspend(() => {
+        const error = guards.get(id)?.()
+        return error === undefined ? Effect.succeed(database) : Effect.zipRight(faulted(error), Effect.fail(refuse(id, error)))
+      })
 
     /** The first activation of a database by current users: an RcMap reference of its own, then the shared one. */
     const activateSlow = (id: DatabaseId) =>
@@ -601,7 +602,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           if (database === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
           return Effect.ensuring(
             restore(Effect.flatMap(checked(id, database).pipe(activateSpan), f)),
-            unuse(id)
+            // `unuse(id)` with the clock at hand.
+            Effect.suspend(() => leave(id, clock.unsafeCurrentTimeMillis()))
           )
         }))
       })

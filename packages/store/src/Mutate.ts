@@ -9,9 +9,11 @@ import { digest } from "@cairn/catalog/Digest"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { type View } from "@cairn/catalog/View"
 import { decodeStrict } from "@cairn/domain/Decode"
-import { InvalidInput, UnknownDefinition } from "@cairn/domain/PublicError"
+import { encodesAsIs } from "@cairn/domain/StrictParse"
+import { type InvocationConflict, InvalidInput, type Inaccessible, type OperationRejected, UnknownDefinition } from "@cairn/domain/PublicError"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
+import { type Overloaded } from "@cairn/domain/Overloaded"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Databases.js"
 import { hotSpan } from "@cairn/domain/HotSpan"
@@ -35,13 +37,16 @@ export interface MutateArgs {
   readonly resolve?: (operation: CompiledOperation, input: unknown) => Effect.Effect<unknown, InvalidInput>
 }
 
+type MutateError = UnknownDefinition | InvalidInput | Inaccessible | OperationRejected | InvocationConflict | Overloaded
+
 /** Digest of what makes two invocations the same intent. */
 export const intentOf = (subject: string, operation: string, target: MutateRequest["target"], encodedInput: unknown) =>
   digest({ subject, operation, target: target ? { entity: target.entity, id: target.id } : null, input: encodedInput })
 
 interface Codec {
   readonly decode: (input: unknown) => Effect.Effect<unknown, InvalidInput>
-  readonly encode: (input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>
+  /** Encodes a decoded input; `undefined` when that gives the input back as is (see `encodesAsIs`). */
+  readonly encode: ((input: unknown) => Effect.Effect<unknown, ParseResult.ParseError>) | undefined
 }
 
 /** Each operation's input parsers, built once (an operation is compiled once per catalog). */
@@ -60,7 +65,7 @@ const codecOf = (operation: CompiledOperation, key: string): Codec => {
           }),
         "/input"
       ),
-      encode: Schema.encode(schema)
+      encode: encodesAsIs(schema.ast) ? undefined : Schema.encode(schema)
     }
     codecs.set(operation, codec)
   }
@@ -75,46 +80,59 @@ export const mutate = (args: MutateArgs) =>
   // The hot path of every write: a span (without a captured stack) only when a tracer is configured.
   hotSpan("Mutate.mutate")(mutateBody(args))
 
-const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs) => Effect.gen(function* () {
-  const ref = request.operation
-  const operation = view.operation(ref.owner.name, ref.name)
-  if (!operation) {
-    return yield* new UnknownDefinition({
-      message: `There is no operation "${ref.name}" on "${ref.owner.name}". Browse operations with describe and use an exact reference it returns.`
+// Plain effects, not a generator: this runs once per write.
+const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs): Effect.Effect<Receipt, MutateError> =>
+  Effect.suspend((): Effect.Effect<Receipt, MutateError> => {
+    const ref = request.operation
+    const operation = view.operation(ref.owner.name, ref.name)
+    if (!operation) {
+      return Effect.fail(
+        new UnknownDefinition({
+          message: `There is no operation "${ref.name}" on "${ref.owner.name}". Browse operations with describe and use an exact reference it returns.`
+        })
+      )
+    }
+    const key = operationKey(operation)
+    const target = request.target
+    if (operation.targeted && !target) {
+      return Effect.fail(
+        new InvalidInput({
+          message: `${key} acts on one existing ${operation.owner}: pass target { kind: "entity", entity: "${operation.owner}", id }.`,
+          issues: [{ path: "/target", message: "is missing" }]
+        })
+      )
+    }
+    if (!operation.targeted && target) {
+      return Effect.fail(
+        new InvalidInput({
+          message: `${key} acts on no existing record: omit target.`,
+          issues: [{ path: "/target", message: "must be omitted" }]
+        })
+      )
+    }
+    if (target && target.entity !== operation.owner) {
+      return Effect.fail(
+        new InvalidInput({
+          message: `${key} acts on a ${operation.owner}: target.entity must be "${operation.owner}".`,
+          issues: [{ path: "/target/entity", message: `must be "${operation.owner}"` }]
+        })
+      )
+    }
+    const codec = codecOf(operation, key)
+    return Effect.flatMap(codec.decode(request.input ?? {}), (input) => {
+      // Replays pass the writer too: it answers them from the receipts in commit order.
+      const submit = (encodedInput: unknown, resolved: unknown) =>
+        database.submit({
+          invocationId: request.invocationId,
+          operation,
+          target,
+          input: resolved,
+          intent: intentOf(principal.subject, key, target, encodedInput),
+          principal,
+          catalogToken: view.token
+        })
+      const withEncoded = (encodedInput: unknown) =>
+        resolve ? Effect.flatMap(resolve(operation, input), (resolved) => submit(encodedInput, resolved)) : submit(encodedInput, input)
+      return codec.encode === undefined ? withEncoded(input) : Effect.flatMap(Effect.orDie(codec.encode(input)), withEncoded)
     })
-  }
-  const key = operationKey(operation)
-  const target = request.target
-  if (operation.targeted && !target) {
-    return yield* new InvalidInput({
-      message: `${key} acts on one existing ${operation.owner}: pass target { kind: "entity", entity: "${operation.owner}", id }.`,
-      issues: [{ path: "/target", message: "is missing" }]
-    })
-  }
-  if (!operation.targeted && target) {
-    return yield* new InvalidInput({
-      message: `${key} acts on no existing record: omit target.`,
-      issues: [{ path: "/target", message: "must be omitted" }]
-    })
-  }
-  if (target && target.entity !== operation.owner) {
-    return yield* new InvalidInput({
-      message: `${key} acts on a ${operation.owner}: target.entity must be "${operation.owner}".`,
-      issues: [{ path: "/target/entity", message: `must be "${operation.owner}"` }]
-    })
-  }
-  const codec = codecOf(operation, key)
-  const input: unknown = yield* codec.decode(request.input ?? {})
-  const encodedInput = yield* Effect.orDie(codec.encode(input))
-  const invocation: Writer.Invocation = {
-    invocationId: request.invocationId,
-    operation,
-    target,
-    input: resolve ? yield* resolve(operation, input) : input,
-    intent: intentOf(principal.subject, key, target, encodedInput),
-    principal,
-    catalogToken: view.token
-  }
-  // Replays pass the writer too: it answers them from the receipts in commit order.
-  return yield* database.submit(invocation)
-})
+  })

@@ -10,6 +10,7 @@ import {
   Clock,
   Context,
   Effect,
+  Either,
   Exit,
   FiberId,
   FiberRef,
@@ -17,7 +18,6 @@ import {
   Metric,
   MetricBoundaries,
   Option,
-  type ParseResult,
   Runtime,
   Schema,
   Tracer,
@@ -189,12 +189,31 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     let pending: Array<Item> = []
     let wake: (() => void) | undefined
 
-    /** Each operation's output encoder, built once (not per invocation). */
-    const outputEncoders = new Map<CompiledOperation, (u: unknown) => Effect.Effect<unknown, ParseResult.ParseError>>()
+    /**
+     * Each operation's output as its receipt holds it, built once per operation (not per invocation):
+     * encoded with the output schema (a mismatch is a defect of the handler), then as read back from
+     * its stored JSON, so that a replay reads the same.
+     */
+    const outputEncoders = new Map<CompiledOperation, (output: unknown) => Effect.Effect<unknown>>()
     const outputEncoder = (op: CompiledOperation) => {
       let encode = outputEncoders.get(op)
       if (encode === undefined) {
-        encode = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
+        const encodeSync = Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>)
+        const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
+        // `Effect.orDie(Effect.try(...))`, without its effects.
+        const stored = (encoded: unknown): Effect.Effect<unknown> => {
+          try {
+            return Effect.succeed(encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))
+          } catch (error) {
+            return Effect.die(new Cause.UnknownException(error, "An unknown error occurred in Effect.try"))
+          }
+        }
+        encode = (output) => {
+          // Synchronously when the schema is (the usual case); else as before.
+          const encoded = encodeSync(output)
+          if (Either.isRight(encoded)) return stored(encoded.right)
+          return Effect.flatMap(Effect.orDie(encodeAsync(output)), stored)
+        }
         outputEncoders.set(op, encode)
       }
       return encode
@@ -220,11 +239,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           ...(stored ? { target: stored } : {})
         })
         const output = yield* operations.handler(op)({ input: invocation.input, target, tx, principal: invocation.principal, now })
-        const encoded = yield* Effect.orDie(outputEncoder(op)(output))
-        // The receipt must read the same when replayed from its stored JSON.
-        return yield* Effect.try(() => (encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))).pipe(
-          Effect.orDie
-        )
+        return yield* outputEncoder(op)(output)
       })
 
     const receiptOf = (
@@ -460,14 +475,16 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         return Effect.withFiberRuntime<Receipt, SubmitError>((fiber) => {
           const annotations = fiber.getFiberRef(FiberRef.currentLogAnnotations)
           const span = Option.getOrUndefined(Context.getOption(fiber.currentContext, Tracer.ParentSpan))
-          return Effect.zipRight(Metric.increment(queueDepth), Effect.async<Receipt, SubmitError>((resume) => {
-          pending.push({ invocation, resume, annotations, span })
-          if (wake !== undefined) {
-            const w = wake
-            wake = undefined
-            w()
-          }
-        }))
+          // `Metric.increment(queueDepth)`, from the fiber at hand (no effect of its own).
+          queueDepth.unsafeModify(1, fiber.getFiberRef(FiberRef.currentMetricLabels))
+          return Effect.async<Receipt, SubmitError>((resume) => {
+            pending.push({ invocation, resume, annotations, span })
+            if (wake !== undefined) {
+              const w = wake
+              wake = undefined
+              w()
+            }
+          })
         })
       })
 

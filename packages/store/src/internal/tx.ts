@@ -4,6 +4,7 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { strictParse } from "@cairn/domain/StrictParse"
 import { newId } from "./ids.js"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
@@ -49,7 +50,11 @@ const buildStatements = (catalog: Catalog): ReadonlyMap<string, Statements> =>
         {
           entity,
           decodeRecord: Schema.decodeUnknownEither(record) as Statements["decodeRecord"],
-          encodeRecord: Schema.encodeUnknownEither(record, { onExcessProperty: "error" }) as Statements["encodeRecord"],
+          encodeRecord: strictParse(
+            record.ast,
+            Schema.encodeUnknownEither(record, { onExcessProperty: "error" }),
+            Schema.encodeUnknownEither(record)
+          ) as Statements["encodeRecord"],
           columns,
           select: `SELECT ${list} FROM ${table} WHERE "id" = ?`,
           insert: `INSERT INTO ${table} (${list}) VALUES (${columns.map(() => "?").join(", ")})`,
