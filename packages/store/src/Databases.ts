@@ -140,8 +140,9 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * While a database is in use, one RcMap reference held for all of its users: a caller arriving
      * meanwhile takes the cheap lease (a counter) instead of an RcMap reference of its own. It
      * lingers `pinLinger` after the last user leaves (one sleeping fiber per database re-checks
-     * when it was last used: not a timer per request), so requests that follow each other without overlapping, each holding the
-     * database for a synchronous moment, keep taking the cheap lease; then the RcMap's idle timer starts.
+     * when it was last used: not a timer per request), so requests that follow each other
+     * without overlapping, each holding the database for a synchronous moment, keep taking the
+     * cheap lease; then the RcMap's idle timer starts.
      */
     const pins = new Map<DatabaseId, Scope.CloseableScope>()
     let shuttingDown = false

@@ -200,12 +200,12 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
       if (encode === undefined) {
         const encodeSync = Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>)
         const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
-        // `Effect.orDie(Effect.try(...))`, without its effects.
+        // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
         const stored = (encoded: unknown): Effect.Effect<unknown> => {
           try {
             return Effect.succeed(encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))
           } catch (error) {
-            return Effect.die(new Cause.UnknownException(error, "An unknown error occurred in Effect.try"))
+            return Effect.die(error)
           }
         }
         encode = (output) => {

@@ -5,7 +5,7 @@
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
 import { strictParse } from "@cairn/domain/StrictParse"
-import { newId } from "./ids.js"
+import { uuidV7 as newId } from "@cairn/domain/Uuid"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
 import type { Change } from "../Log.js"
