@@ -11,6 +11,9 @@
  * fsyncs are counted as committed write transactions: with WAL and `synchronous=FULL` SQLite
  * syncs the WAL once per commit, and the App commits one transaction per writer group (its
  * `cairn_writer_group_size` histogram count), the raw server one per request.
+ * Then `http-floor: platform_read_ratio=.. platform_cpu_us_per_read=.. app_over_platform_read=..`:
+ * the raw server's read served through @effect/platform alone (support/platformServer.ts), so the
+ * share of the gap that is the platform's and the share that is Cairn's are measured in the same run.
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { Agent, request } from "node:http"
@@ -38,13 +41,13 @@ interface Child {
   readonly stop: () => void
 }
 
-const start = (file: string): Promise<Child> =>
+const start = (file: string, args: ReadonlyArray<string> = []): Promise<Child> =>
   new Promise((resolve, reject) => {
     // BENCH_PROFILE=<dir>: the children write V8 CPU profiles there, resolving @cairn/* to the
     // compiled dist/ (real line numbers; run `npm run build` first).
     const profile = process.env["BENCH_PROFILE"]
     const flags = profile ? ["--cpu-prof", `--cpu-prof-dir=${profile}`] : ["--conditions=@cairn/source"]
-    const child: ChildProcess = spawn(process.execPath, [...flags, "--import", "tsx", join(here, file)], {
+    const child: ChildProcess = spawn(process.execPath, [...flags, "--import", "tsx", join(here, file), ...args], {
       env: profile ? { ...process.env, NODE_OPTIONS: "" } : process.env,
       stdio: ["pipe", "pipe", "inherit"]
     })
@@ -184,9 +187,12 @@ const best = (a: Measured | undefined, b: Measured) => (a === undefined || b.rat
 
 export const run = async (): Promise<void> => {
   const [app, raw] = await Promise.all([start("appServer.ts"), start("rawServer.ts")])
+  // The platform floor reads the raw server's own file (read-only), so both answer the same rows.
+  const platform = await start("platformServer.ts", [raw.info["file"]!])
   try {
     const cairn = await appSide(app)
     const baseline = rawSide(raw)
+    const floor = rawSide(platform)
     // Warm up both (JIT, statements, the token cache), then alternate rounds: the shared
     // machine's load drifts, and both sides should see the same drift. Best of each.
     for (const side of [cairn, baseline]) {
@@ -194,6 +200,7 @@ export const run = async (): Promise<void> => {
       await load(0.5, side.read)
     }
     await load(0.5, cairn.mcpRead!)
+    await load(0.5, floor.read)
     // BENCH_HTTP_ONLY=write|read|mcp: load the App with that alone for a while (for profiling).
     const only = process.env["BENCH_HTTP_ONLY"] as "write" | "read" | "mcp" | undefined
     if (only !== undefined) {
@@ -209,6 +216,7 @@ export const run = async (): Promise<void> => {
       results.rawRead = best(results.rawRead, await phase(raw, baseline.read))
       results.appRead = best(results.appRead, await phase(app, cairn.read))
       results.appMcp = best(results.appMcp, await phase(app, cairn.mcpRead!))
+      results.platformRead = best(results.platformRead, await phase(platform, floor.read))
     }
     const r = results as Record<string, Measured>
     console.log(
@@ -221,9 +229,15 @@ export const run = async (): Promise<void> => {
         `raw_read_rps=${r.rawRead!.rate.toFixed(0)} app_mcp_read_rps=${r.appMcp!.rate.toFixed(0)} cpu_us_per_mcp_read=${r.appMcp!.cpuPerRequest.toFixed(0)} ` +
         `raw_cpu_us_per_write=${r.rawWrite!.cpuPerRequest.toFixed(0)} raw_cpu_us_per_read=${r.rawRead!.cpuPerRequest.toFixed(0)}`
     )
+    // The floor under the App: the same read on @effect/platform alone (see support/platformServer.ts).
+    console.log(
+      `http-floor: platform_read_ratio=${(r.platformRead!.rate / r.rawRead!.rate).toFixed(2)} platform_cpu_us_per_read=${r.platformRead!.cpuPerRequest.toFixed(0)} ` +
+        `app_over_platform_read=${(r.appRead!.rate / r.platformRead!.rate).toFixed(2)}`
+    )
   } finally {
     app.stop()
     raw.stop()
+    platform.stop()
     agent.destroy()
   }
 }

@@ -5,7 +5,7 @@
  * decodes, authorizes or limits.
  */
 import { HttpLayerRouter } from "@effect/platform"
-import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
+import { Rpc, RpcGroup, RpcSerialization } from "@effect/rpc"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { dataRpcPath } from "@cairn/domain/DataRpcPath"
@@ -18,7 +18,7 @@ import { Receipt } from "@cairn/domain/Receipt"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
 import { CurrentTransport } from "./EngineMetrics.js"
-import * as JsonHttpProtocol from "./internal/jsonHttpProtocol.js"
+import * as RpcExchange from "./internal/rpcExchange.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
 export const rpcPath = dataRpcPath
@@ -61,28 +61,13 @@ const Handlers = ServedRpcs.toLayer(
   })
 )
 
-/** The route's protocol: @effect/rpc's HTTP exchange, lean per request (see `jsonHttpProtocol`). */
-const ProtocolLive = Layer.effect(
-  RpcServer.Protocol,
+/** The `/db/rpc` route. Needs the `DataPlane`, `BearerGate` and `Limits`; serve it with `FrontMiddleware`. */
+export const RpcRoutes = Layer.effectDiscard(
   Effect.gen(function* () {
     const router = yield* HttpLayerRouter.HttpRouter
-    const { httpApp, protocol } = yield* JsonHttpProtocol.make
-    yield* router.add("POST", rpcPath, httpApp)
-    return protocol
+    const operator = yield* Effect.serviceOption(OperatorSettings)
+    // Without a trace exporter nobody reads the per-RPC span (`http.front` and `DataPlane.*` still run).
+    const tracing = !(Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint))
+    yield* router.add("POST", rpcPath, yield* RpcExchange.make(ServedRpcs, { tracing }))
   })
-)
-
-/** The `/db/rpc` route. Needs the `DataPlane`, `BearerGate` and `Limits`; serve it with `FrontMiddleware`. */
-export const RpcRoutes = Layer.unwrapEffect(
-  Effect.map(Effect.serviceOption(OperatorSettings), (operator) =>
-    RpcServer.layer(ServedRpcs, {
-      // One failing RPC must not end the others of the same HTTP request.
-      disableFatalDefects: true,
-      // Without a trace exporter nobody reads the per-RPC span (`http.front` and `DataPlane.*` still run).
-      disableTracing: Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint)
-    })
-  )
-).pipe(
-  Layer.provide([Handlers, DbAuthentication]),
-  Layer.provide(ProtocolLive.pipe(Layer.provide([RpcSerialization.layerJson, dbGate("json").layer])))
-)
+).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json").layer]))

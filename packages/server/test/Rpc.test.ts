@@ -186,4 +186,19 @@ describe("/db/rpc", () => {
       expect(exitOf(internal.text).cause).toEqual({ _tag: "Die", defect: InternalError.withReference("ref-1234").message })
     })
   )
+
+  it.scopedLive("answers the protocol's other messages as @effect/rpc's server does: a ping, an end of input, an unknown RPC", () =>
+    Effect.gen(function* () {
+      const front = yield* startFront()
+      const token = yield* front.token({ sub: "alice", org: "acme" })
+      const ping = yield* post(front, JSON.stringify({ _tag: "Ping" }), bearer(token))
+      expect({ status: ping.status, body: JSON.parse(ping.text) }).toEqual({ status: 200, body: [{ _tag: "Pong" }] })
+      for (const message of [{ _tag: "Eof" }, { _tag: "Ack", requestId: "7" }, { _tag: "Interrupt", requestId: "7" }]) {
+        const answer = yield* post(front, JSON.stringify(message), bearer(token))
+        expect({ status: answer.status, body: JSON.parse(answer.text) }).toEqual({ status: 200, body: [] })
+      }
+      const unknown = yield* post(front, request("Drop", {}), bearer(token))
+      expect({ status: unknown.status, body: JSON.parse(unknown.text) }).toEqual({ status: 200, body: [{ _tag: "Defect", defect: "Unknown request tag: Drop" }] })
+    })
+  )
 })

@@ -3,7 +3,8 @@
  * server over one better-sqlite3 connection to a file laid out as the tracker's (same Task
  * table and indexes, WAL, `synchronous=FULL`): `POST /write` inserts one Task in one
  * transaction per request; `POST /read` answers the same indexed page the App's query
- * plans. No authentication, no log. Prints `{ base }`, answers `stats` lines like appServer.
+ * plans. No authentication, no log. Prints `{ base, file }` (its database file), answers `stats`
+ * lines like appServer.
  */
 import { mkdtempSync } from "node:fs"
 import { createServer } from "node:http"
@@ -19,7 +20,8 @@ import { tracker } from "@cairn/tracker/tracker"
 
 const catalog = Effect.runSync(compile(tracker))
 const task = catalog.entity("Task")!
-const db = new Database(join(mkdtempSync(join(tmpdir(), "cairn-bench-raw-")), "raw.sqlite"))
+const file = join(mkdtempSync(join(tmpdir(), "cairn-bench-raw-")), "raw.sqlite")
+const db = new Database(file)
 db.pragma("journal_mode = WAL")
 db.pragma("synchronous = FULL")
 for (const ddl of Layout.catalogDdl(catalog)) db.exec(ddl)
@@ -53,7 +55,7 @@ const server = createServer((req, res) => {
 })
 server.listen(0, "127.0.0.1", () => {
   const address = server.address() as { readonly port: number }
-  process.stdout.write(JSON.stringify({ base: `http://127.0.0.1:${address.port}` }) + "\n")
+  process.stdout.write(JSON.stringify({ base: `http://127.0.0.1:${address.port}`, file }) + "\n")
 })
 const lines = createInterface({ input: process.stdin })
 lines.on("line", () => {
