@@ -11,7 +11,7 @@
  * Nodes are decoded one by one, keyed by `op`, because a failed schema union reports
  * every alternative it tried instead of the one the caller meant.
  */
-import { Effect, ParseResult, Schema } from "effect"
+import { Effect, type Either, type ParseResult, Schema } from "effect"
 import { isSummaryIssue, issuesOf } from "@cairn/domain/Decode"
 import { Comparison, ComparisonOp, Filter, FilterOp, IsNull, SetMembership, SetOp } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, QueryBudgetExceeded } from "@cairn/domain/PublicError"
@@ -21,14 +21,27 @@ import { QueryLimits, type QueryLimitsShape } from "./QueryLimits.js"
 const Compound = Schema.Struct({ op: Schema.Literal("and", "or"), filters: Schema.Array(Schema.Unknown) })
 const Negation = Schema.Struct({ op: Schema.Literal("not"), filter: Schema.Unknown })
 
-const schemaOf = (op: unknown): Schema.Schema<any, any> | undefined =>
-  typeof op !== "string" ? undefined
-  : (ComparisonOp.literals as ReadonlyArray<string>).includes(op) ? Comparison
-  : (SetOp.literals as ReadonlyArray<string>).includes(op) ? SetMembership
-  : op === "isNull" ? IsNull
-  : op === "and" || op === "or" ? Compound
-  : op === "not" ? Negation
-  : undefined
+const strict = { onExcessProperty: "error", errors: "all" } as const
+
+type NodeDecoder = (node: unknown) => Either.Either<unknown, ParseResult.ParseError>
+
+/** One node's strict decoder by its `op`, each built once: exactly the members of `Filter`, children left to the walk. */
+const nodeDecoders = (() => {
+  const decoderOf = (schema: Schema.Schema<any, any>): NodeDecoder => Schema.decodeUnknownEither(schema, strict)
+  const comparison = decoderOf(Comparison)
+  const set = decoderOf(SetMembership)
+  const decoders = new Map<string, NodeDecoder>([
+    ...ComparisonOp.literals.map((op) => [op, comparison] as const),
+    ...SetOp.literals.map((op) => [op, set] as const),
+    ["isNull", decoderOf(IsNull)],
+    ["and", decoderOf(Compound)],
+    ["or", decoderOf(Compound)],
+    ["not", decoderOf(Negation)]
+  ])
+  return decoders
+})()
+
+const decoderOf = (op: unknown): NodeDecoder | undefined => (typeof op === "string" ? nodeDecoders.get(op) : undefined)
 
 /**
  * Drops summaries that a more precise issue below them explains, and merges alternatives
@@ -79,8 +92,6 @@ export const malformed = (what: string) => (raw: ReadonlyArray<Issue>): InvalidQ
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const strict = { onExcessProperty: "error", errors: "all" } as const
-
 /** The limits a filter is held to. */
 export type FilterLimits = Pick<QueryLimitsShape, "maxFilterNodes" | "maxInValues">
 
@@ -106,8 +117,8 @@ export const checkFilter = (
     }
     if (!isObject(node)) return onIssues([{ path, message: "a filter is an object with an \"op\"" }])
     const op = node["op"]
-    const schema = schemaOf(op)
-    if (schema === undefined) {
+    const decode = decoderOf(op)
+    if (decode === undefined) {
       return onIssues([
         { path: `${path}/op`, message: `${quoted(op)} is not a filter operator; use one of ${FilterOp.literals.join(", ")}` }
       ])
@@ -120,9 +131,9 @@ export const checkFilter = (
         message: `${path}: an in/notIn list has ${values.length} values; at most ${limits.maxInValues} are allowed. Split the request or filter on a broader field.`
       })
     }
-    let decoded: ReturnType<ReturnType<typeof Schema.decodeUnknownEither>>
+    let decoded: Either.Either<unknown, ParseResult.ParseError>
     try {
-      decoded = Schema.decodeUnknownEither(schema, strict)(node)
+      decoded = decode(node)
     } catch {
       // Effect's union decoding reads values with `String(v)`, which throws for {"toString": 0}.
       return onIssues([{ path, message: "holds an object where a plain value (a string, number or boolean) belongs" }])
@@ -137,7 +148,12 @@ export const checkFilter = (
   return undefined
 }
 
-/** Decodes one filter at `at` within the budgets of `QueryLimits`. */
+/**
+ * Decodes one filter at `at` within the budgets of `QueryLimits`. `checkFilter` has then
+ * decoded every node strictly with its own member of `Filter` (the members as `Filter`
+ * declares them, each node's children checked as nodes of their own), which is what decoding
+ * `Filter` itself does; `Filter` transforms nothing, so the checked filter is the answer.
+ */
 export const decodeFilter = (
   raw: unknown,
   at: string,
@@ -145,10 +161,5 @@ export const decodeFilter = (
 ): Effect.Effect<Filter, InvalidQuery | QueryBudgetExceeded, QueryLimits> =>
   Effect.flatMap(QueryLimits, (limits) => {
     const problem = checkFilter(raw, at, limits, onIssues)
-    if (problem !== undefined) return Effect.fail(problem)
-    // Bounded now, so decoding the recursive schema recurses at most `maxFilterNodes` deep.
-    return Effect.suspend(() => Schema.decodeUnknown(Filter, strict)(raw)).pipe(
-      Effect.mapError((error: ParseResult.ParseError) => onIssues(issuesOf(error, at))),
-      Effect.catchAllDefect(() => Effect.fail(onIssues([{ path: at, message: "holds an object where a plain value belongs" }])))
-    )
+    return problem === undefined ? Effect.succeed(raw as Filter) : Effect.fail(problem)
   })

@@ -1,5 +1,8 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Either, Schema } from "effect"
+import fc from "fast-check"
+import { Filter } from "@cairn/domain/QueryDocument"
+import { decodeFilter } from "@cairn/query/FilterDecoder"
 import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 
@@ -49,4 +52,67 @@ describe("query filters are bounded before they are decoded", () => {
       const tooMany = yield* Effect.flip(decodeQueryRequest({ query: { ...base, where: { ...list, value: [...list.value, "t8"] } } }))
       assert.strictEqual(tooMany._tag === "QueryBudgetExceeded" && tooMany.limit, "maxInValues")
     }).pipe(Effect.provide(QueryLimits.layer({ maxFilterNodes: 8, maxInValues: 8 }))))
+})
+
+/** Filter-like JSON: mostly well formed, often not (stray keys, wrong types, unknown operators, empty paths). */
+const nodeArb: fc.Arbitrary<unknown> = fc.letrec<{ node: unknown }>((tie) => {
+  const op = fc.constantFrom("eq", "ne", "lt", "gte", "startsWith", "contains", "in", "notIn", "isNull", "and", "or", "not", "nope", 3)
+  const path = fc.oneof(fc.array(fc.constantFrom("title", "status", "project", "", "x".repeat(65)), { maxLength: 3 }), fc.constant("title"))
+  const scalar = fc.oneof(fc.string({ maxLength: 3 }), fc.integer(), fc.boolean(), fc.constant(null), fc.constant({}), fc.constant(undefined))
+  const value = fc.oneof(scalar, fc.array(scalar, { maxLength: 3 }))
+  return {
+    node: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      fc.record({ op, path, value }, { requiredKeys: ["op"] }),
+      fc.record({ op, path }),
+      fc.record({ op, filters: fc.array(tie("node"), { maxLength: 3 }) }),
+      fc.record({ op, filter: tie("node") }),
+      fc.record({ op, path, value, extra: fc.constant(1) }),
+      fc.constant(null),
+      fc.constant("eq")
+    )
+  }
+}).node
+
+/** Well-formed filters. */
+const validArb: fc.Arbitrary<unknown> = fc.letrec<{ node: unknown }>((tie) => {
+  const path = fc.array(fc.constantFrom("title", "status", "project"), { minLength: 1, maxLength: 2 })
+  const scalar = fc.oneof(fc.string({ maxLength: 3 }), fc.integer(), fc.boolean(), fc.constant(null))
+  return {
+    node: fc.oneof(
+      { depthSize: "small", withCrossShrink: true },
+      fc.record({ op: fc.constantFrom("eq", "ne", "lt", "lte", "gt", "gte", "startsWith", "contains"), path, value: scalar }),
+      fc.record({ op: fc.constantFrom("in", "notIn"), path, value: fc.array(scalar, { maxLength: 3 }) }),
+      fc.record({ op: fc.constant("isNull"), path }),
+      fc.record({ op: fc.constantFrom("and", "or"), filters: fc.array(tie("node"), { maxLength: 3 }) }),
+      fc.record({ op: fc.constant("not"), filter: tie("node") })
+    )
+  }
+}).node
+
+/** A well-formed filter with one place broken, or something filter-like. */
+const anyFilterArb = fc.oneof(validArb, validArb, nodeArb, fc.tuple(validArb, nodeArb).map(([valid, broken]) => ({ op: "and", filters: [valid, broken] })))
+
+describe("decodeFilter", () => {
+  it("accepts exactly what the strict Filter schema accepts, and answers it unchanged", () => {
+    const strict = Schema.decodeUnknownEither(Filter, { onExcessProperty: "error", errors: "all" })
+    const run = (raw: unknown) => Effect.runSync(Effect.either(decodeFilter(raw, "/where")).pipe(Effect.provide(QueryLimits.layer())))
+    let accepted = 0
+    let refused = 0
+    fc.assert(
+      fc.property(anyFilterArb, (raw) => {
+        const expected = strict(raw)
+        const actual = run(raw)
+        assert.strictEqual(Either.isRight(actual), Either.isRight(expected), JSON.stringify(raw))
+        if (Either.isRight(actual) && Either.isRight(expected)) {
+          accepted++
+          assert.deepStrictEqual(actual.right, expected.right)
+        } else refused++
+      }),
+      { numRuns: 2_000 }
+    )
+    // Both sides of the property were exercised.
+    assert.isAbove(accepted, 500)
+    assert.isAbove(refused, 300)
+  })
 })
