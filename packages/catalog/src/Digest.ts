@@ -4,7 +4,7 @@
  * names, public database names, the sealing key). Some of these are persisted, so their
  * byte layouts are frozen: change a label's version instead of the layout.
  */
-import { createHash } from "node:crypto"
+import { createHash, hash } from "node:crypto"
 
 const byCodeUnits = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0)
 
@@ -104,9 +104,12 @@ export const canonicalJson = (value: unknown): string => {
   }
 }
 
-/** SHA-256 (base64url) of a string as is, or of any other value's canonical JSON. */
-export const digest = (value: unknown): string =>
-  createHash("sha256").update(typeof value === "string" ? value : canonicalJson(value)).digest("base64url")
+/**
+ * SHA-256 (base64url) of a string as is, or of any other value's canonical JSON. One-shot
+ * (`crypto.hash`): no `Hash` object, whose native handle costs more to collect than to hash
+ * with on the request paths that digest (cursors, plan fingerprints, intents).
+ */
+export const digest = (value: unknown): string => hash("sha256", typeof value === "string" ? value : canonicalJson(value), "base64url")
 
 /** One SHA-256 result in the encodings its users need. */
 export interface Labelled {
@@ -122,9 +125,9 @@ export interface Labelled {
  * database file name) and `labelled("cairn/sync/database/v1", key, installedAt)`.
  */
 export const labelled = (label: string, ...parts: ReadonlyArray<string>): Labelled => {
-  const hash = createHash("sha256").update(label)
-  for (const part of parts) hash.update("\u0000").update(part)
-  const bytes = hash.digest()
+  const running = createHash("sha256").update(label)
+  for (const part of parts) running.update("\u0000").update(part)
+  const bytes = running.digest()
   return { bytes, hex: bytes.toString("hex"), base64url: bytes.toString("base64url") }
 }
 
