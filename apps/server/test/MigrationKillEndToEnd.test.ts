@@ -68,7 +68,9 @@ const inspect = (dataDir: string) => {
   const file = readdirSync(join(dataDir, "databases")).find((f: string) => f.endsWith(".sqlite"))!
   const db = new Database(join(dataDir, "databases", file))
   try {
-    const coloured = (db.prepare(`SELECT count(*) AS n FROM "Note" WHERE colour IS NOT NULL`).get() as { n: number }).n
+    // Killed before the new version's schema step ran (a slow start), the column is not there yet: nothing migrated.
+    const hasColour = (db.prepare(`SELECT count(*) AS n FROM pragma_table_info('Note') WHERE name = 'colour'`).get() as { n: number }).n > 0
+    const coloured = hasColour ? (db.prepare(`SELECT count(*) AS n FROM "Note" WHERE colour IS NOT NULL`).get() as { n: number }).n : 0
     const hasProgress = (db.prepare(`SELECT count(*) AS n FROM sqlite_master WHERE name = '_cairn_migrations'`).get() as { n: number }).n > 0
     const progress = hasProgress ? (db.prepare(`SELECT batches, done FROM _cairn_migrations WHERE name = 'backfill-colour'`).get() as { batches: number; done: number } | undefined) : undefined
     const commits = (db.prepare(`SELECT count(*) AS n FROM _cairn_commits WHERE operation = '_cairn.migrate'`).get() as { n: number }).n
