@@ -133,12 +133,17 @@ export const narrowingOf = (catalog: Catalog, scope: ResolvedScope): Narrowing =
     collect(catalog, entry.rowScope.filter, node("root", entry.entity.name, undefined), nodes)
     for (const n of nodes) ask(n.entity, n.innerField, n.kind === "exists" ? required(n.where) : [])
   }
-  const narrowed = new Map<string, ReadonlyArray<readonly [string, Scalar]>>()
+  // By entity, then field: every lookup of every stream asks, so no key string is built per ask.
+  const narrowed = new Map<string, Map<string, ReadonlyArray<readonly [string, Scalar]>>>()
   for (const [key, all] of askers) {
     const shared = all[0]!.filter(([f, v]) => all.every((needs) => needs.some(([g, w]) => g === f && norm(w) === norm(v))))
-    if (shared.length > 0) narrowed.set(key, shared)
+    if (shared.length === 0) continue
+    const [entity, field] = key.split("\u0000") as [string, string]
+    let byField = narrowed.get(entity)
+    if (byField === undefined) narrowed.set(entity, (byField = new Map()))
+    byField.set(field, shared)
   }
-  return (entity, field) => narrowed.get(`${entity}\u0000${field}`)
+  return (entity, field) => narrowed.get(entity)?.get(field)
 }
 
 const sameVisible = (entry: ScopeEntry, a: RecordValue, b: RecordValue): boolean =>
