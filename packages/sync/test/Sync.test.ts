@@ -410,6 +410,28 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("a task moved between projects leaves one member's stream and enters the other's; a rename in between reaches only its project's members", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p1, p2, t1 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        // A move changes the field the Task policy reads (decided twice); a rename does not (decided once).
+        const streams = yield* liveUntil(sync, db, [alice, bob, alice, bob], tasksOnly, 9)
+        yield* run(erin, "Task", "move", { projectId: p2 }, t1)
+        yield* run(erin, "Task", "rename", { title: "Elsewhere" }, t1)
+        yield* run(erin, "Task", "move", { projectId: p1 }, t1)
+        for (const { caller, received, snap } of streams) {
+          const messages = yield* received
+          assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, tasksOnly))
+          // Never a row of a project the caller is not a member of, whichever commits a batch spans.
+          const foreign = caller.subject === "bob" ? p1 : p2
+          const upserts = messages.flatMap((m) => (m._tag === "SyncBatch" ? m.changes : [])).filter((c) => c._tag === "Upsert")
+          assert.deepStrictEqual(upserts.filter((c) => c._tag === "Upsert" && c.record["projectId"] === foreign), [])
+        }
+      })
+    ))
+
   it.scoped("streams that see different fields of one changed record each get exactly their fields, though they share its change", () =>
     withEngine(
       Effect.gen(function* () {

@@ -11,6 +11,7 @@ import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerRespon
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
+import { writeNow } from "./writeNow.js"
 
 export interface PacingOptions {
   /** Most bytes one exchange may hold before its streams stop producing. */
@@ -126,7 +127,8 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
             // Written in order after everything the stream wrote; held until the socket takes it.
             const bytes = Buffer.byteLength(text)
             flow.held += bytes
-            nodeResponse.write(text, () => {
+            // Out now, not once the hub's run ends (see `writeNow`).
+            writeNow(nodeResponse, text, () => {
               if (!ended) release(flow, bytes)
             })
             return true

@@ -133,12 +133,17 @@ export const narrowingOf = (catalog: Catalog, scope: ResolvedScope): Narrowing =
     collect(catalog, entry.rowScope.filter, node("root", entry.entity.name, undefined), nodes)
     for (const n of nodes) ask(n.entity, n.innerField, n.kind === "exists" ? required(n.where) : [])
   }
-  const narrowed = new Map<string, ReadonlyArray<readonly [string, Scalar]>>()
+  // By entity, then field: every lookup of every stream asks, so no key string is built per ask.
+  const narrowed = new Map<string, Map<string, ReadonlyArray<readonly [string, Scalar]>>>()
   for (const [key, all] of askers) {
     const shared = all[0]!.filter(([f, v]) => all.every((needs) => needs.some(([g, w]) => g === f && norm(w) === norm(v))))
-    if (shared.length > 0) narrowed.set(key, shared)
+    if (shared.length === 0) continue
+    const [entity, field] = key.split("\u0000") as [string, string]
+    let byField = narrowed.get(entity)
+    if (byField === undefined) narrowed.set(entity, (byField = new Map()))
+    byField.set(field, shared)
   }
-  return (entity, field) => narrowed.get(`${entity}\u0000${field}`)
+  return (entity, field) => narrowed.get(entity)?.get(field)
 }
 
 const sameVisible = (entry: ScopeEntry, a: RecordValue, b: RecordValue): boolean =>
@@ -395,6 +400,43 @@ const decide = (decided: Decided, entry: ScopeEntry, id: string, t: Touched, bef
   }
 }
 
+/**
+ * The fields of an entry's own rows that its filter (row scope and `where`) reads: compared
+ * on their own, or as the first hop of a path, or the outer value of an `exists`. Undefined
+ * when a path does not resolve (then nothing may be concluded from them).
+ */
+const rootReadsOf = new WeakMap<ScopeEntry, ReadonlyArray<string> | undefined>()
+export const rootReads = (catalog: Catalog, entry: ScopeEntry): ReadonlyArray<string> | undefined => {
+  if (rootReadsOf.has(entry)) return rootReadsOf.get(entry)
+  const scope = entryFilter(entry)
+  const fields = new Set<string>()
+  const walk = (filter: RowScope.ScopeFilter): boolean => {
+    switch (filter.op) {
+      case "and":
+      case "or":
+        return filter.filters.every(walk)
+      case "not":
+        return walk(filter.filter)
+      default: {
+        // `exists`: its `where` reads the other entity's rows, not this one's.
+        const first = filter.path[0]
+        if (first === undefined) return false
+        if (filter.path.length === 1) {
+          fields.add(first)
+          return true
+        }
+        const via = catalog.entity(entry.entity.name)?.relationship(first)?.via
+        if (via === undefined) return false
+        fields.add(via)
+        return true
+      }
+    }
+  }
+  const reads = scope._tag !== "Where" ? [] : walk(scope.filter) ? [...fields] : undefined
+  rootReadsOf.set(entry, reads)
+  return reads
+}
+
 /** The decided changes in the order of each record's last change. */
 const inOrder = (decided: Decided) => {
   decided.sort((a, b) => a.position - b.position)
@@ -483,9 +525,17 @@ const decideDirectly = (
     const changedRows = touched.get(entry.entity.name)
     if (!changedRows || entry.rowScope._tag === "None") continue
     const filter = entryFilter(entry)
+    const reads = rootReads(catalog, entry)
     for (const [id, t] of changedRows) {
       const before = t.first === null ? false : inScope(catalog, entry.entity.name, filter, t.first, lookupStart)
-      const after = t.last === null ? false : inScope(catalog, entry.entity.name, filter, t.last, lookupNow)
+      // Here the rows the filter reads through are the same at the start and now (none was
+      // touched), so a record whose own read fields kept their values is decided as before.
+      const after =
+        t.last === null
+          ? false
+          : t.first !== null && reads !== undefined && reads.every((f) => norm(t.first![f]) === norm(t.last![f]))
+            ? before
+            : inScope(catalog, entry.entity.name, filter, t.last, lookupNow)
       decide(decided, entry, id, t, before, after)
     }
   }
