@@ -12,8 +12,10 @@ import {
   Effect,
   Either,
   Exit,
+  type Fiber,
   FiberId,
   FiberRef,
+  type FiberRefs,
   HashMap,
   Metric,
   MetricBoundaries,
@@ -163,6 +165,19 @@ const nextTurn = Effect.async<void>((resume) => {
   const handle = setImmediate(() => resume(Effect.void))
   return Effect.sync(() => clearImmediate(handle))
 })
+
+/**
+ * Puts back the fiber refs `fiber` has now, run by the fiber itself between two invocations of its
+ * group: each handler starts from the same fiber refs (as it did with a fiber of its own), whatever
+ * the one before it set. Effect's runtime fiber does this in one assignment (`setFiberRefs`, not in
+ * its public type); `Effect.setFiberRefs` sets each ref in turn (a copy of the whole map for each,
+ * ~20 per invocation), so it is only the fallback.
+ */
+const refsRestorer = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> => {
+  const refs = fiber.getFiberRefs()
+  const direct = (fiber as unknown as { readonly setFiberRefs?: (refs: FiberRefs.FiberRefs) => void }).setFiberRefs
+  return typeof direct === "function" ? Effect.sync(() => direct.call(fiber, refs)) : Effect.setFiberRefs(refs)
+}
 
 /** How long a group waits at most for more invocations while they keep arriving. */
 const lingerMillis = 2
@@ -352,7 +367,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
          * continuation touches nothing once the group gave up on it (see below).
          */
         const decideRest = Effect.withFiberRuntime<void>((fiber) => {
-          const restoreRefs = Effect.setFiberRefs(fiber.getFiberRefs())
+          const restoreRefs = refsRestorer(fiber)
           const loop: Effect.Effect<void> = Effect.suspend(() => {
             while (next < items.length) {
               const { invocation } = items[next]!
