@@ -29,6 +29,7 @@ import {
 } from "effect"
 import { Inaccessible, type InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
 import { InternalError } from "@cairn/domain/InternalError"
+import { plainParse } from "@cairn/domain/PlainParse"
 import { type InvocationId } from "@cairn/domain/Ids"
 import { Overloaded } from "@cairn/domain/Overloaded"
 import { type Principal } from "@cairn/domain/Principal"
@@ -219,7 +220,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const operationOf = (op: CompiledOperation): PerOperation => {
       let found = perOperation.get(op)
       if (found === undefined) {
-        const encodeSync = Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>)
+        const encodeSync = plainParse(op.output.ast, Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>))
         const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
         // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
         const stored = (encoded: unknown): Effect.Effect<unknown> => {

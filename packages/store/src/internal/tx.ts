@@ -4,6 +4,7 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { plainParse } from "@cairn/domain/PlainParse"
 import { strictParse } from "@cairn/domain/StrictParse"
 import { uuidV7 as newId } from "@cairn/domain/Uuid"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
@@ -49,11 +50,11 @@ const buildStatements = (catalog: Catalog): ReadonlyMap<string, Statements> =>
         entity.name,
         {
           entity,
-          decodeRecord: Schema.decodeUnknownEither(record) as Statements["decodeRecord"],
+          decodeRecord: plainParse(record.ast, Schema.decodeUnknownEither(record)) as Statements["decodeRecord"],
           encodeRecord: strictParse(
             record.ast,
             Schema.encodeUnknownEither(record, { onExcessProperty: "error" }),
-            Schema.encodeUnknownEither(record)
+            plainParse(record.ast, Schema.encodeUnknownEither(record))
           ) as Statements["encodeRecord"],
           columns,
           select: `SELECT ${list} FROM ${table} WHERE "id" = ?`,
