@@ -7,6 +7,7 @@
 import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
 import * as Redaction from "./Redaction.js"
+import { plainParse } from "./PlainParse.js"
 import { strictParse } from "./StrictParse.js"
 
 /** Most failing places listed in one error; the rest are counted in one summary issue. */
@@ -169,7 +170,7 @@ export const decodeStrict = <A, I, E>(
   const quick = strictParse(
     schema.ast,
     Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "first" }),
-    Schema.decodeUnknownEither(schema, { errors: "first" })
+    plainParse(schema.ast, Schema.decodeUnknownEither(schema, { errors: "first" }))
   )
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>

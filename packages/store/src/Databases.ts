@@ -17,6 +17,7 @@ import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
+import { okPerTurn } from "./internal/okPerTurn.js"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
@@ -158,7 +159,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * the operator repairs or restores its file with the server stopped, never under it.
      */
     const faults = new Map<DatabaseId, StorageFault>()
-    /** For each open database: its file is still the one it opened (checked on every activation). */
+    /**
+     * For each open database: its file is still the one it opened (checked on every activation, one
+     * stat per turn of the event loop: see `okPerTurn`; each group commit stats it again anyway).
+     */
     const guards = new Map<DatabaseId, () => StorageFault | undefined>()
 
     const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
@@ -333,7 +337,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
         )
         yield* Compaction.schedule(compact, config.compactEvery, id)
-        guards.set(id, guardFile)
+        guards.set(id, okPerTurn(guardFile))
         yield* Effect.addFinalizer(() => Effect.sync(() => guards.delete(id)))
         const database: Database = {
           id,
@@ -537,7 +541,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return id
     }
 
-    /** One stat: a file removed or replaced since it was opened is refused before anything is read or written. */
+    /**
+     * One stat (shared by the requests of one turn of the event loop): a file removed or replaced since
+     * it was opened is refused before anything is read or written.
+     */
     const checked = (id: DatabaseId, database: Database): Effect.Effect<Database, ActivationError> =>
       Effect.suspend(() => {
         const error = guards.get(id)?.()

@@ -81,8 +81,9 @@ export const mutate = (args: MutateArgs) =>
   hotSpan("Mutate.mutate")(mutateBody(args))
 
 // Plain effects, not a generator: this runs once per write.
-const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs): Effect.Effect<Receipt, MutateError> =>
+const mutateBody = (args: MutateArgs): Effect.Effect<Receipt, MutateError> =>
   Effect.suspend((): Effect.Effect<Receipt, MutateError> => {
+    const { request, view } = args
     const ref = request.operation
     const operation = view.operation(ref.owner.name, ref.name)
     if (!operation) {
@@ -119,20 +120,35 @@ const mutateBody = ({ view, principal, request, database, resolve }: MutateArgs)
       )
     }
     const codec = codecOf(operation, key)
-    return Effect.flatMap(codec.decode(request.input ?? {}), (input) => {
-      // Replays pass the writer too: it answers them from the receipts in commit order.
-      const submit = (encodedInput: unknown, resolved: unknown) =>
-        database.submit({
-          invocationId: request.invocationId,
-          operation,
-          target,
-          input: resolved,
-          intent: intentOf(principal.subject, key, target, encodedInput),
-          principal,
-          catalogToken: view.token
-        })
-      const withEncoded = (encodedInput: unknown) =>
-        resolve ? Effect.flatMap(resolve(operation, input), (resolved) => submit(encodedInput, resolved)) : submit(encodedInput, input)
-      return codec.encode === undefined ? withEncoded(input) : Effect.flatMap(Effect.orDie(codec.encode(input)), withEncoded)
-    })
+    return Effect.flatMap(codec.decode(request.input ?? {}), (input) =>
+      codec.encode === undefined
+        ? submitDecoded(args, operation, key, input, input)
+        : Effect.flatMap(Effect.orDie(codec.encode(input)), (encodedInput) => submitDecoded(args, operation, key, input, encodedInput))
+    )
   })
+
+/**
+ * Hands a decoded invocation to the writer (its input resolved first when the caller resolves
+ * inputs); the intent is that of the input as sent. Replays pass the writer too: it answers them
+ * from the receipts in commit order. Module level: a write allocates no closures for it.
+ */
+const submitDecoded = (
+  { database, principal, request, resolve, view }: MutateArgs,
+  operation: CompiledOperation,
+  key: string,
+  input: unknown,
+  encodedInput: unknown
+): Effect.Effect<Receipt, MutateError> => {
+  const invocation = {
+    invocationId: request.invocationId,
+    operation,
+    target: request.target,
+    input,
+    intent: intentOf(principal.subject, key, request.target, encodedInput),
+    principal,
+    catalogToken: view.token
+  }
+  return resolve
+    ? Effect.flatMap(resolve(operation, input), (resolved) => database.submit({ ...invocation, input: resolved }))
+    : database.submit(invocation)
+}

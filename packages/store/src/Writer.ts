@@ -12,8 +12,10 @@ import {
   Effect,
   Either,
   Exit,
+  type Fiber,
   FiberId,
   FiberRef,
+  type FiberRefs,
   HashMap,
   Metric,
   MetricBoundaries,
@@ -27,6 +29,7 @@ import {
 } from "effect"
 import { Inaccessible, type InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
 import { InternalError } from "@cairn/domain/InternalError"
+import { plainParse } from "@cairn/domain/PlainParse"
 import { type InvocationId } from "@cairn/domain/Ids"
 import { Overloaded } from "@cairn/domain/Overloaded"
 import { type Principal } from "@cairn/domain/Principal"
@@ -164,6 +167,19 @@ const nextTurn = Effect.async<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
+/**
+ * Puts back the fiber refs `fiber` has now, run by the fiber itself between two invocations of its
+ * group: each handler starts from the same fiber refs (as it did with a fiber of its own), whatever
+ * the one before it set. Effect's runtime fiber does this in one assignment (`setFiberRefs`, not in
+ * its public type); `Effect.setFiberRefs` sets each ref in turn (a copy of the whole map for each,
+ * ~20 per invocation), so it is only the fallback.
+ */
+const refsRestorer = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> => {
+  const refs = fiber.getFiberRefs()
+  const direct = (fiber as unknown as { readonly setFiberRefs?: (refs: FiberRefs.FiberRefs) => void }).setFiberRefs
+  return typeof direct === "function" ? Effect.sync(() => direct.call(fiber, refs)) : Effect.setFiberRefs(refs)
+}
+
 /** How long a group waits at most for more invocations while they keep arriving. */
 const lingerMillis = 2
 
@@ -190,15 +206,21 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     let wake: (() => void) | undefined
 
     /**
-     * Each operation's output as its receipt holds it, built once per operation (not per invocation):
-     * encoded with the output schema (a mismatch is a defect of the handler), then as read back from
-     * its stored JSON, so that a replay reads the same.
+     * What the group needs of each operation, built once per operation (not per invocation): its
+     * key, its handler, and its output as its receipt holds it (encoded with the output schema, a
+     * mismatch being a defect of the handler, then as read back from its stored JSON, so that a
+     * replay reads the same).
      */
-    const outputEncoders = new Map<CompiledOperation, (output: unknown) => Effect.Effect<unknown>>()
-    const outputEncoder = (op: CompiledOperation) => {
-      let encode = outputEncoders.get(op)
-      if (encode === undefined) {
-        const encodeSync = Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>)
+    interface PerOperation {
+      readonly key: string
+      readonly handler: ReturnType<OperationCatalogShape["handler"]>
+      readonly encode: (output: unknown) => Effect.Effect<unknown>
+    }
+    const perOperation = new Map<CompiledOperation, PerOperation>()
+    const operationOf = (op: CompiledOperation): PerOperation => {
+      let found = perOperation.get(op)
+      if (found === undefined) {
+        const encodeSync = plainParse(op.output.ast, Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>))
         const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
         // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
         const stored = (encoded: unknown): Effect.Effect<unknown> => {
@@ -208,39 +230,37 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             return Effect.die(error)
           }
         }
-        encode = (output) => {
-          // Synchronously when the schema is (the usual case); else as before.
-          const encoded = encodeSync(output)
-          if (Either.isRight(encoded)) return stored(encoded.right)
-          return Effect.flatMap(Effect.orDie(encodeAsync(output)), stored)
+        found = {
+          key: operationKey(op),
+          handler: operations.handler(op),
+          encode: (output) => {
+            // Synchronously when the schema is (the usual case); else as before.
+            const encoded = encodeSync(output)
+            if (Either.isRight(encoded)) return stored(encoded.right)
+            return Effect.flatMap(Effect.orDie(encodeAsync(output)), stored)
+          }
         }
-        outputEncoders.set(op, encode)
+        perOperation.set(op, found)
       }
-      return encode
+      return found
     }
 
-    /** Guard, handler and output of one invocation, run synchronously inside its savepoint. */
-    const attempt = (invocation: Invocation, tx: TxImpl, now: string) =>
-      Effect.gen(function* () {
-        const op = invocation.operation
-        let stored: Readonly<Record<string, unknown>> | undefined
-        let target: Record<string, unknown> | undefined
-        if (op.targeted) {
-          const found = yield* tx.getStored(op.owner, invocation.target!.id)
-          if (Option.isNone(found)) return yield* targetInaccessible(op.owner)
-          stored = found.value
-          target = yield* tx.decode(op.owner, stored)
-        }
-        yield* guard.check({
-          principal: invocation.principal,
-          operation: op,
-          input: invocation.input,
-          tx,
-          ...(stored ? { target: stored } : {})
-        })
-        const output = yield* operations.handler(op)({ input: invocation.input, target, tx, principal: invocation.principal, now })
-        return yield* outputEncoder(op)(output)
-      })
+    /** Guard, handler and output of one invocation, run synchronously inside its savepoint (plain effects: once per write). */
+    const attempt = (invocation: Invocation, per: PerOperation, tx: TxImpl, now: string): Effect.Effect<unknown, unknown> => {
+      const op = invocation.operation
+      const { input, principal } = invocation
+      const decide = (stored: Readonly<Record<string, unknown>> | undefined, target: Record<string, unknown> | undefined) =>
+        Effect.zipRight(
+          guard.check({ principal, operation: op, input, tx, ...(stored ? { target: stored } : {}) }),
+          Effect.flatMap(per.handler({ input, target, tx, principal, now }), per.encode)
+        )
+      if (!op.targeted) return decide(undefined, undefined)
+      return Effect.flatMap(tx.getStored(op.owner, invocation.target!.id), (found) =>
+        Option.isNone(found)
+          ? Effect.fail(targetInaccessible(op.owner))
+          : Effect.flatMap(tx.decode(op.owner, found.value), (target) => decide(found.value, target))
+      )
+    }
 
     const receiptOf = (
       invocation: Invocation,
@@ -265,14 +285,11 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     /**
      * One group, synchronously: one transaction, a savepoint per invocation, its receipt and
      * commit rows inserted as it is decided. Throws (after rolling back) when the transaction
-     * fails as a whole. `run` runs an effect to its exit without leaving the thread.
+     * fails as a whole. `runtime` runs the group's handlers to their exits without leaving the
+     * thread: one fiber for the whole group (not one per invocation), started again after the
+     * invocation that yielded when one does.
      */
-    const transaction = (
-      items: ReadonlyArray<Item>,
-      now: string,
-      run: <A, E>(effect: Effect.Effect<A, E>) => Exit.Exit<A, E>,
-      defects: Array<Defect>
-    ) => {
+    const transaction = (items: ReadonlyArray<Item>, now: string, runtime: Runtime.Runtime<never>, defects: Array<Defect>) => {
       const decided = new Map<string, Receipts.StoredReceipt>()
       let position = committed
       const answers: Array<Exit.Exit<Receipt, SubmitError>> = []
@@ -291,28 +308,15 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         const savepoint = raw.statement("SAVEPOINT invocation")
         const release = raw.statement("RELEASE invocation")
         const rollbackTo = raw.statement("ROLLBACK TO invocation")
-        for (const { annotations, invocation } of items) {
-          const prior = decided.get(invocation.invocationId) ?? Receipts.loadSync(raw, invocation.invocationId)
-          if (prior) {
-            decided.set(invocation.invocationId, prior)
-            note(prior.intent === invocation.intent ? "replayed" : "conflict")
-            answers.push(Receipts.answerExit(prior, invocation.intent))
-            continue
-          }
-          const changes = new ChangeSet()
-          const tx = makeTx(raw, statements, changes)
-          // A failure rolls back to the invocation's savepoint: its neighbours in the group are untouched.
-          savepoint.run()
-          let exit = run(attempt(invocation, tx, now))
-          tx.end()
-          if (Exit.isFailure(exit)) {
-            const died = Cause.dieOption(exit.cause)
-            if (Option.isSome(died) && Runtime.isAsyncFiberException(died.value)) {
-              // It waited for something asynchronous: stop it; its later calls die on the ended transaction.
-              died.value.fiber.unsafeInterruptAsFork(FiberId.none)
-              exit = Exit.die(new TransactionEnded())
-            }
-          }
+
+        /** The invocation being decided: `items[next]`, its transactional view and its changes while its handler runs. */
+        let next = 0
+        let current: { readonly tx: TxImpl; readonly changes: ChangeSet } | undefined
+
+        /** Stores the outcome of `items[next]` (its handler's exit, in its savepoint) and moves on to the next. */
+        const settle = (exit: Exit.Exit<unknown, unknown>, changes: ChangeSet) => {
+          const { annotations, invocation } = items[next]!
+          next += 1
           if (Exit.isSuccess(exit)) {
             release.run()
             position += 1
@@ -322,7 +326,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             insertCommit.run(
               position,
               invocation.invocationId,
-              operationKey(invocation.operation),
+              operationOf(invocation.operation).key,
               t ? t.entity : null,
               t ? t.id : null,
               invocation.intent,
@@ -335,7 +339,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.succeed(receipt))
             note("committed")
-            continue
+            return
           }
           rollbackTo.run()
           release.run()
@@ -356,8 +360,60 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             note("defect")
           }
         }
+
+        /**
+         * Decides `items[next]` and on, in the fiber at hand: replays from their receipts, every other
+         * invocation by its handler in its own savepoint. Each invocation starts from the fiber refs
+         * the first one saw (what one handler sets never reaches its neighbours), and the handler's
+         * continuation touches nothing once the group gave up on it (see below).
+         */
+        const decideRest = Effect.withFiberRuntime<void>((fiber) => {
+          const restoreRefs = refsRestorer(fiber)
+          const loop: Effect.Effect<void> = Effect.suspend(() => {
+            while (next < items.length) {
+              const { invocation } = items[next]!
+              const prior = decided.get(invocation.invocationId) ?? Receipts.loadSync(raw, invocation.invocationId)
+              if (prior) {
+                next += 1
+                decided.set(invocation.invocationId, prior)
+                note(prior.intent === invocation.intent ? "replayed" : "conflict")
+                answers.push(Receipts.answerExit(prior, invocation.intent))
+                continue
+              }
+              const per = operationOf(invocation.operation)
+              const changes = new ChangeSet()
+              const tx = makeTx(raw, statements, changes)
+              const running = (current = { tx, changes })
+              // A failure rolls back to the invocation's savepoint: its neighbours in the group are untouched.
+              savepoint.run()
+              return Effect.flatMap(Effect.exit(attempt(invocation, per, tx, now)), (exit) => {
+                tx.end()
+                if (current !== running) return Effect.die(new TransactionEnded())
+                current = undefined
+                settle(exit, changes)
+                return Effect.zipRight(restoreRefs, loop)
+              })
+            }
+            return Effect.void
+          })
+          return loop
+        })
+
+        while (next < items.length) {
+          const exit = Runtime.runSyncExit(runtime, decideRest)
+          if (Exit.isSuccess(exit)) break
+          const died = Cause.dieOption(exit.cause)
+          if (current === undefined || Option.isNone(died) || !Runtime.isAsyncFiberException(died.value)) throw new GroupFailed(exit.cause)
+          // `items[next]` waited for something asynchronous: stop it (its later calls die on its ended
+          // transaction, its continuation stores nothing), roll it back, and go on with the rest.
+          died.value.fiber.unsafeInterruptAsFork(FiberId.none)
+          const { changes, tx } = current
+          current = undefined
+          tx.end()
+          settle(Exit.die(new TransactionEnded()), changes)
+        }
         if (options.beforeCommit) {
-          const checked = run(options.beforeCommit)
+          const checked = Runtime.runSyncExit(runtime, options.beforeCommit)
           if (Exit.isFailure(checked)) throw new GroupFailed(checked.cause)
         }
         raw.exec("COMMIT")
@@ -377,12 +433,11 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         // Statements get no spans of their own: the group's span covers them, at a fraction of the cost
         // (the runtime is taken with the tracer off, so no invocation pays for switching it).
         const runtime = yield* Effect.withTracerEnabled(Effect.runtime<never>(), false)
-        const run = <A, E>(effect: Effect.Effect<A, E>) => Runtime.runSyncExit(runtime, effect)
         const defects: Array<Defect> = []
         let result: ReturnType<typeof transaction> | undefined
         let failure: Cause.Cause<unknown> | undefined
         try {
-          result = transaction(items, now, run, defects)
+          result = transaction(items, now, runtime, defects)
         } catch (error) {
           failure = error instanceof GroupFailed ? error.failure : Cause.die(error)
         }

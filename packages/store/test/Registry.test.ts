@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto"
-import { copyFileSync, readFileSync, rmSync } from "node:fs"
+import { copyFileSync, existsSync, readFileSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { Cause, Effect, Exit, Layer, Logger, Metric, Option } from "effect"
@@ -86,6 +86,27 @@ describe("Registry", () => {
         assert.isTrue(Exit.isFailure(exit) && Cause.isDie(exit.cause), "a write into a removed file was acknowledged")
         assert.strictEqual((yield* faultCount("missing")) - before, 1)
         assert.strictEqual((yield* activation(keyA)).fault, "missing")
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+    }))
+
+  it.scoped("a file removed between two requests: the next one (a later turn of the event loop) is refused as `missing`, and nothing is recreated", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const file = fileOf(dataDir, keyA)
+      yield* Effect.gen(function* () {
+        yield* create("before")
+        const before = yield* faultCount("missing")
+        // Held open across the removal (by a reader, say), so the next request finds it open.
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* Effect.flatMap(Databases, (d) => d.activate(DatabaseKey.make(keyA)))
+            for (const suffix of ["", "-wal", "-shm"]) rmSync(file + suffix, { force: true })
+            yield* Effect.promise(() => new Promise<void>((resolve) => setImmediate(resolve)))
+            assert.strictEqual((yield* activation(keyA)).fault, "missing")
+          })
+        )
+        assert.strictEqual((yield* faultCount("missing")) - before, 1)
+        assert.isFalse(existsSync(file), "the removed file was recreated")
       }).pipe(Effect.provide(storeLayer({ dataDir })))
     }))
 

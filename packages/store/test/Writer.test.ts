@@ -1,11 +1,12 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Deferred, Effect, Exit, Fiber, Logger, Metric, Option, TestClock } from "effect"
+import { Cause, Deferred, Effect, Exit, Fiber, FiberRef, Logger, Metric, Option, TestClock } from "effect"
 import { v7 as uuidv7 } from "uuid"
 import { InternalError } from "@cairn/domain/InternalError"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { Position, Writer } from "@cairn/store"
 import { type Database, Databases } from "@cairn/store/Databases"
+import { type MutationGuardShape } from "@cairn/store/MutationGuard"
 import { fullView, mutate, principal, request, storeLayer, type Switches, tempDir } from "./support/notes.js"
 
 const send = (req: MutateRequest, subject = "alice") =>
@@ -186,6 +187,42 @@ describe("Writer", () => {
         const next = yield* send(request("Note", "probe", { title: "Sync" }))
         assert.strictEqual(next.position, Position.encode(4))
       }).pipe(Effect.provide(storeLayer({ dataDir, switches })))
+    }))
+
+  it.scoped("the invocations of one group run one after another in one fiber, each from the same fiber refs: what one sets never reaches the next", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const switches: Switches = { latch: undefined, explode: false }
+      const counter = FiberRef.unsafeMake(0)
+      const seen: Array<number> = []
+      // The guard runs in the invocation's fiber, inside the group's transaction: it counts in a fiber ref, unscoped.
+      const guard: MutationGuardShape = {
+        check: () =>
+          Effect.flatMap(FiberRef.get(counter), (n) => {
+            seen.push(n)
+            return FiberRef.set(counter, n + 1)
+          })
+      }
+      yield* Effect.gen(function* () {
+        const latch = yield* Deferred.make<void>()
+        switches.latch = latch
+        switches.entered = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(send(request("Note", "create", { title: "Holder" })))
+        yield* Deferred.await(switches.entered)
+        const fibers: Array<Fiber.RuntimeFiber<Receipt, unknown>> = []
+        for (const title of ["One", "Two", "Three"]) {
+          fibers.push(yield* Effect.fork(send(request("Note", "create", { title }))))
+          yield* queuedAtLeast(fibers.length)
+        }
+        const before = yield* Metric.value(Writer.groupSize)
+        switches.latch = undefined
+        yield* Deferred.succeed(latch, undefined)
+        yield* Fiber.join(holder)
+        yield* Effect.forEach(fibers, Fiber.join)
+        const after = yield* Metric.value(Writer.groupSize)
+        assert.strictEqual(after.sum - before.sum, 3, "the three queued invocations formed one group")
+        assert.deepStrictEqual(seen, [0, 0, 0, 0])
+      }).pipe(Effect.provide(storeLayer({ dataDir, switches, guard })))
     }))
 
   it.scoped("a full queue fails fast with Overloaded and applies nothing; the same request succeeds later", () =>

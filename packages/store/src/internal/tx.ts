@@ -4,6 +4,7 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
+import { plainParse } from "@cairn/domain/PlainParse"
 import { strictParse } from "@cairn/domain/StrictParse"
 import { uuidV7 as newId } from "@cairn/domain/Uuid"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
@@ -49,11 +50,11 @@ const buildStatements = (catalog: Catalog): ReadonlyMap<string, Statements> =>
         entity.name,
         {
           entity,
-          decodeRecord: Schema.decodeUnknownEither(record) as Statements["decodeRecord"],
+          decodeRecord: plainParse(record.ast, Schema.decodeUnknownEither(record)) as Statements["decodeRecord"],
           encodeRecord: strictParse(
             record.ast,
             Schema.encodeUnknownEither(record, { onExcessProperty: "error" }),
-            Schema.encodeUnknownEither(record)
+            plainParse(record.ast, Schema.encodeUnknownEither(record))
           ) as Statements["encodeRecord"],
           columns,
           select: `SELECT ${list} FROM ${table} WHERE "id" = ?`,
@@ -81,8 +82,6 @@ export class ChangeSet {
   }
 }
 
-const die = (message: string) => Effect.die(new Error(message))
-
 /** A handler that gave up the thread mid-transaction: its late calls must never reach the connection. */
 export class TransactionEnded extends Error {
   constructor() {
@@ -99,117 +98,124 @@ export interface TxImpl extends Tx {
   readonly end: () => void
 }
 
+const statementOf = (statements: ReadonlyMap<string, Statements>, name: string) => {
+  const s = statements.get(name)
+  if (!s) throw new Error(`unknown entity "${name}"`)
+  return s
+}
+
+const decodeSync = (s: Statements, stored: Stored) => Either.getOrThrowWith(s.decodeRecord(stored), (e) => e)
+
+/** Validates a whole record against the entity schema and returns its stored row. */
+const toRow = (s: Statements, record: Record<string, unknown>) =>
+  Layout.encodeRecord(s.entity, Either.getOrThrowWith(s.encodeRecord(record), (e) => e))
+
+/** The `SELECT` of `findBy` and its parameters, from the entity's catalog identifiers only. */
+const findQuery = (s: Statements, where: Readonly<Record<string, unknown>>) => {
+  const clauses: Array<string> = []
+  const params: Array<unknown> = []
+  for (const [fieldName, value] of Object.entries(where)) {
+    const field = fieldName === "id" ? undefined : s.entity.field(fieldName)
+    if (fieldName !== "id" && !field) throw new Error(`unknown field "${s.entity.name}.${fieldName}"`)
+    if (value === undefined || value === null) {
+      clauses.push(`${Layout.quote(fieldName)} IS NULL`)
+      continue
+    }
+    const encoded = field ? Schema.encodeUnknownSync(field.schema)(value) : value
+    clauses.push(`${Layout.quote(fieldName)} = ?`)
+    params.push(field ? Layout.encodeValue(field, encoded) : encoded)
+  }
+  const text = `SELECT ${s.columns.map(Layout.quote).join(", ")} FROM ${Layout.tableName(s.entity)}${
+    clauses.length > 0 ? ` WHERE ${clauses.join(" AND ")}` : ""
+  } ORDER BY "id"`
+  return { text, params }
+}
+
+interface Live {
+  live: boolean
+}
+
+const ensureLive = (state: Live) => {
+  if (!state.live) throw new TransactionEnded()
+}
+
+/** A record's stored form (`Layout.decodeRecord`), if any. */
+const storedIn = (raw: Raw, state: Live, s: Statements, id: string): Stored | undefined => {
+  ensureLive(state)
+  const row = raw.statement(s.select).get(id) as Record<string, unknown> | undefined
+  return row === undefined ? undefined : Layout.decodeRecord(s.entity, row)
+}
+
 /**
  * The transactional API of one invocation over the raw write connection: every call is one
  * synchronous prepared statement (the writer runs the invocation without yielding to the
- * event loop). Once `end` is called, any call dies and touches nothing.
+ * event loop). Once `end` is called, any call dies and touches nothing. Its methods are
+ * shorthand methods over this call's state (no `this`: a handler may pass them around), and
+ * its helpers live at module level: an invocation allocates this object and its change set only.
  */
 export const makeTx = (raw: Raw, statements: ReadonlyMap<string, Statements>, changes: ChangeSet): TxImpl => {
-  let live = true
-  const check = () => {
-    if (!live) throw new TransactionEnded()
-  }
-  const statementOf = (name: string) => {
-    const s = statements.get(name)
-    if (!s) throw new Error(`unknown entity "${name}"`)
-    return s
-  }
-
-  const storedSync = (s: Statements, id: string): Stored | undefined => {
-    check()
-    const row = raw.statement(s.select).get(id) as Record<string, unknown> | undefined
-    return row === undefined ? undefined : Layout.decodeRecord(s.entity, row)
-  }
-
-  const getStored = (name: string, id: string) =>
-    Effect.sync(() => {
-      const stored = storedSync(statementOf(name), id)
-      return stored === undefined ? Option.none<Stored>() : Option.some<Stored>(stored)
-    })
-
-  const decodeSync = (s: Statements, stored: Stored) => Either.getOrThrowWith(s.decodeRecord(stored), (e) => e)
-  const decode = (name: string, stored: Stored) => Effect.sync(() => decodeSync(statementOf(name), stored))
-
-  /** Validates a whole record against the entity schema and returns its stored row. */
-  const toRow = (s: Statements, record: Record<string, unknown>) =>
-    Layout.encodeRecord(s.entity, Either.getOrThrowWith(s.encodeRecord(record), (e) => e))
-
-  const findBy = (name: string, where: Readonly<Record<string, unknown>>) =>
-    Effect.sync(() => {
-      const s = statementOf(name)
-      const clauses: Array<string> = []
-      const params: Array<unknown> = []
-      for (const [fieldName, value] of Object.entries(where)) {
-        const field = fieldName === "id" ? undefined : s.entity.field(fieldName)
-        if (fieldName !== "id" && !field) throw new Error(`unknown field "${name}.${fieldName}"`)
-        if (value === undefined || value === null) {
-          clauses.push(`${Layout.quote(fieldName)} IS NULL`)
-          continue
-        }
-        const encoded = field ? Schema.encodeUnknownSync(field.schema)(value) : value
-        clauses.push(`${Layout.quote(fieldName)} = ?`)
-        params.push(field ? Layout.encodeValue(field, encoded) : encoded)
-      }
-      const text = `SELECT ${s.columns.map(Layout.quote).join(", ")} FROM ${Layout.tableName(s.entity)}${
-        clauses.length > 0 ? ` WHERE ${clauses.join(" AND ")}` : ""
-      } ORDER BY "id"`
-      check()
-      const rows = raw.statement(text).all(...params) as Array<Record<string, unknown>>
-      return rows.map((row) => decodeSync(s, Layout.decodeRecord(s.entity, row)))
-    })
-
-  const insert = (name: string, fields: Readonly<Record<string, unknown>>) =>
-    Effect.sync(() => {
-      const s = statementOf(name)
-      const id = newId()
-      const row = toRow(s, { ...fields, id })
-      check()
-      raw.statement(s.insert).run(...s.columns.map((c) => row[c]))
-      changes.record(name, id, null, Layout.decodeRecord(s.entity, row))
-      return id
-    })
-
-  const patch = (name: string, id: string, fields: Readonly<Record<string, unknown>>) =>
-    Effect.sync(() => {
-      const s = statementOf(name)
-      const before = storedSync(s, id)
-      if (before === undefined) throw new Error(`patch of a missing ${name} record`)
-      const current = decodeSync(s, before)
-      const row = toRow(s, { ...current, ...fields, id })
-      check()
-      raw.statement(s.update).run(...s.entity.fields.map((f) => row[f.name]), id)
-      const after = Layout.decodeRecord(s.entity, row)
-      changes.record(name, id, before, after)
-      return decodeSync(s, after)
-    })
-
-  const remove = (name: string, id: string) =>
-    Effect.sync(() => {
-      const s = statementOf(name)
-      const before = storedSync(s, id)
-      if (before === undefined) return false
-      raw.statement(s.remove).run(id)
-      changes.record(name, id, before, null)
-      return true
-    })
-
-  const get = (name: string, id: string) =>
-    Effect.sync(() => {
-      const s = statementOf(name)
-      const stored = storedSync(s, id)
-      return stored === undefined ? Option.none() : Option.some(decodeSync(s, stored))
-    })
-
-  return {
-    get,
-    findBy,
-    insert,
-    patch,
-    delete: remove,
-    getStored,
-    decode,
-    end: () => {
-      live = false
+  const state: Live = { live: true }
+  const tx = {
+    getStored(name: string, id: string) {
+      return Effect.sync(() => Option.fromNullable(storedIn(raw, state, statementOf(statements, name), id) as Stored | null | undefined))
+    },
+    decode(name: string, record: Stored) {
+      return Effect.sync(() => decodeSync(statementOf(statements, name), record))
+    },
+    get(name: string, id: string) {
+      return Effect.sync(() => {
+        const s = statementOf(statements, name)
+        const found = storedIn(raw, state, s, id)
+        return found === undefined ? Option.none() : Option.some(decodeSync(s, found))
+      })
+    },
+    findBy(name: string, where: Readonly<Record<string, unknown>>) {
+      return Effect.sync(() => {
+        const s = statementOf(statements, name)
+        const { params, text } = findQuery(s, where)
+        ensureLive(state)
+        const rows = raw.statement(text).all(...params) as Array<Record<string, unknown>>
+        return rows.map((row) => decodeSync(s, Layout.decodeRecord(s.entity, row)))
+      })
+    },
+    insert(name: string, fields: Readonly<Record<string, unknown>>) {
+      return Effect.sync(() => {
+        const s = statementOf(statements, name)
+        const id = newId()
+        const row = toRow(s, { ...fields, id })
+        ensureLive(state)
+        raw.statement(s.insert).run(...s.columns.map((c) => row[c]))
+        changes.record(name, id, null, Layout.decodeRecord(s.entity, row))
+        return id
+      })
+    },
+    patch(name: string, id: string, fields: Readonly<Record<string, unknown>>) {
+      return Effect.sync(() => {
+        const s = statementOf(statements, name)
+        const before = storedIn(raw, state, s, id)
+        if (before === undefined) throw new Error(`patch of a missing ${name} record`)
+        const current = decodeSync(s, before)
+        const row = toRow(s, { ...current, ...fields, id })
+        ensureLive(state)
+        raw.statement(s.update).run(...s.entity.fields.map((f) => row[f.name]), id)
+        const after = Layout.decodeRecord(s.entity, row)
+        changes.record(name, id, before, after)
+        return decodeSync(s, after)
+      })
+    },
+    delete(name: string, id: string) {
+      return Effect.sync(() => {
+        const s = statementOf(statements, name)
+        const before = storedIn(raw, state, s, id)
+        if (before === undefined) return false
+        raw.statement(s.remove).run(id)
+        changes.record(name, id, before, null)
+        return true
+      })
+    },
+    end() {
+      state.live = false
     }
-  } as unknown as TxImpl
+  }
+  return tx as unknown as TxImpl
 }
