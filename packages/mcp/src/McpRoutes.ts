@@ -195,7 +195,7 @@ export const McpRoutes = HttpLayerRouter.use(
       if (lane === undefined) {
         const server = makeServer(plane)
         const transport = new DirectTransport()
-        await server.connect(transport)
+        await transport.connectTo(server)
         lane = { server, transport }
       }
       const answer = await lane.transport.exchange(message, extra)
