@@ -240,7 +240,10 @@ export const McpRoutes = HttpLayerRouter.use(
         const message = yield* Effect.promise(() => exchange(direct, { authInfo, requestInfo: { headers: request.headers } }))
         if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
         // What the SDK's JSON-response mode answers: the response alone, 200, application/json.
-        return HttpServerResponse.text(responseText(message, outcome.result), { status: 200, contentType: "application/json" })
+        // Handed to Node as a string (with its byte length, as `text` would set it): Node encodes
+        // it straight into the socket write, without an intermediate byte array.
+        const text = responseText(message, outcome.result)
+        return HttpServerResponse.raw(text, { status: 200, contentType: "application/json", contentLength: Buffer.byteLength(text) })
       }
 
       // The SDK reads the body only when it is handed no parsed message (to answer -32700).
