@@ -40,6 +40,30 @@ export const directRequest = (headers: Readonly<Record<string, string | undefine
   return parsed.success ? parsed.data : undefined
 }
 
+/** An SDK protocol (a `Server`), as far as connecting it goes. */
+interface Connectable {
+  connect(transport: Transport): Promise<void>
+}
+
+/** How a connected SDK protocol takes one inbound request. */
+type Dispatch = (request: JSONRPCRequest, extra: MessageExtraInfo) => void
+
+/**
+ * The protocol's own request entry: what the `onmessage` it installs on its transport calls
+ * once it has classified a message as a request. That classification tries the message
+ * as a result response, then as an error response (two failing zod parses, each building
+ * an error and its message: about a twentieth of an MCP read's CPU), then as a request. A
+ * `directRequest` has already passed the request schema, which no response passes (they
+ * are strict objects without `method`), so handing it straight to this entry is what the
+ * classification would do. The SDK has no public entry for it (it is private in 1.32.2,
+ * the pinned version): when a version lacks it, `undefined`, and requests go through
+ * `onmessage` as before.
+ */
+const requestEntryOf = (protocol: Connectable): Dispatch | undefined => {
+  const entry = (protocol as unknown as { readonly _onrequest?: unknown })._onrequest
+  return typeof entry === "function" ? (entry as Dispatch).bind(protocol) : undefined
+}
+
 /** A response (result or error) rather than a request or notification. */
 const isResponse = (message: JSONRPCMessage): boolean => !("method" in message) && ("result" in message || "error" in message)
 
@@ -52,8 +76,21 @@ const isResponse = (message: JSONRPCMessage): boolean => !("method" in message) 
 export class DirectTransport implements Transport {
   onclose?: () => void
   onerror?: (error: Error) => void
-  onmessage?: <T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void
+  onmessage?: (<T extends JSONRPCMessage>(message: T, extra?: MessageExtraInfo) => void) | undefined
   private answer: ((message: JSONRPCMessage) => void) | undefined
+  /** The connected protocol's request entry, when `connectTo` found one. */
+  private entry: Dispatch | undefined
+
+  /** Connects `protocol` to this transport for good, taking requests through its request entry when it has one. */
+  async connectTo(protocol: Connectable): Promise<void> {
+    await protocol.connect(this)
+    this.entry = requestEntryOf(protocol)
+  }
+
+  /** Whether requests skip the protocol's message classification (see `requestEntryOf`). */
+  get direct(): boolean {
+    return this.entry !== undefined
+  }
 
   start(): Promise<void> {
     return Promise.resolve()
@@ -69,6 +106,9 @@ export class DirectTransport implements Transport {
   }
 
   close(): Promise<void> {
+    // Closed, it carries nothing (until a protocol connects to it again).
+    this.entry = undefined
+    this.onmessage = undefined
     this.onclose?.()
     return Promise.resolve()
   }
@@ -80,7 +120,8 @@ export class DirectTransport implements Transport {
     }
     return new Promise((resolve) => {
       this.answer = resolve
-      this.onmessage!(request, extra)
+      if (this.entry !== undefined) this.entry(request, extra)
+      else this.onmessage!(request, extra)
     })
   }
 }

@@ -30,7 +30,7 @@ import { type Refusal } from "@cairn/server/Refusal"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
-import { callTool } from "./CallTool.js"
+import { callTool, responseText } from "./CallTool.js"
 import { DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
@@ -71,6 +71,8 @@ const jsonRpcError = (status: number, message: string, headers: Record<string, s
 interface Outcome {
   /** Set when a tool call was refused in the HTTP layer (scope, unavailable database): the whole answer becomes it. */
   refusal?: Refusal
+  /** The tool result handed to the SDK, to write its response without serializing the result twice. */
+  result?: CallToolResult
 }
 
 /** What one request's tool calls need, carried to the pooled server in the transport's `authInfo.extra`. */
@@ -103,7 +105,10 @@ const makeServer = (plane: DataPlaneShape): Server => {
     }
     const { outcome, principal, runtime } = callOf(extra)
     const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
-    if (Exit.isSuccess(exit)) return exit.value
+    if (Exit.isSuccess(exit)) {
+      outcome.result = exit.value
+      return exit.value
+    }
     const refusal = Cause.failureOption(exit.cause)
     if (Option.isNone(refusal)) throw new ProtocolError(ErrorCode.InternalError, "The request was interrupted. Retry it.")
     switch (refusal.value._tag) {
@@ -195,7 +200,7 @@ export const McpRoutes = HttpLayerRouter.use(
       if (lane === undefined) {
         const server = makeServer(plane)
         const transport = new DirectTransport()
-        await server.connect(transport)
+        await transport.connectTo(server)
         lane = { server, transport }
       }
       const answer = await lane.transport.exchange(message, extra)
@@ -235,7 +240,10 @@ export const McpRoutes = HttpLayerRouter.use(
         const message = yield* Effect.promise(() => exchange(direct, { authInfo, requestInfo: { headers: request.headers } }))
         if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
         // What the SDK's JSON-response mode answers: the response alone, 200, application/json.
-        return HttpServerResponse.text(JSON.stringify(message), { status: 200, contentType: "application/json" })
+        // Handed to Node as a string (with its byte length, as `text` would set it): Node encodes
+        // it straight into the socket write, without an intermediate byte array.
+        const text = responseText(message, outcome.result)
+        return HttpServerResponse.raw(text, { status: 200, contentType: "application/json", contentLength: Buffer.byteLength(text) })
       }
 
       // The SDK reads the body only when it is handed no parsed message (to answer -32700).

@@ -91,12 +91,18 @@ describe("directRequest", () => {
 })
 
 describe("DirectTransport", () => {
-  it.effect("answers every kind of request exactly as the SDK's JSON-response transport, reused across requests", () =>
+  // `connectTo` hands requests to the protocol's request entry (the pinned SDK has one: if an
+  // upgrade drops it, this fails rather than silently falling back); a plain `connect`
+  // takes them through the protocol's `onmessage`. Both answer alike.
+  for (const viaEntry of [true, false]) {
+    it.effect(`answers every kind of request exactly as the SDK's JSON-response transport, reused across requests (${viaEntry ? "request entry" : "onmessage"})`, () =>
     Effect.promise(async () => {
       const seen: Array<unknown> = []
       const server = makeServer(seen)
       const transport = new DirectTransport()
-      await server.connect(transport)
+      if (viaEntry) await transport.connectTo(server)
+      else await server.connect(transport)
+      assert.strictEqual(transport.direct, viaEntry)
       const messages = [
         call("echo", { rows: [{ id: "a", n: 1 }], cursor: null }),
         call("echo", { different: "caller" }, "x-1"),
@@ -122,8 +128,14 @@ describe("DirectTransport", () => {
       assert.deepStrictEqual(seen[0], { clientId: "alice", auth: "Bearer t" })
       // Still connected: nothing closed the server's transport.
       assert.strictEqual(server.transport, transport)
+      // Closing the server closes the transport: it carries nothing after.
+      await server.close()
+      assert.strictEqual(transport.direct, false)
+      const after = await transport.exchange(directRequest(headers, call("echo"))!, {}).then(() => "answered", (e: Error) => e.message)
+      assert.include(after, "not connected")
     })
   )
+  }
 
   it.effect("carries one request at a time and refuses a second while one is pending", () =>
     Effect.promise(async () => {

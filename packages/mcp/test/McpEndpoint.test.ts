@@ -197,6 +197,27 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint"
     })
   )
 
+  it.effect("a tool call is answered as one compact JSON body with its byte length, non-ASCII text included", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const auth = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" })}`, ...v }
+      for (const args of [{ search: "task" }, { inspect: [{ kind: "entity", name: "Tâche→✓" }] }]) {
+        const response = yield* post(mcpUrl, call("describe", args), auth)
+        assert.strictEqual(response.status, 200)
+        assert.strictEqual(response.headers.get("content-type"), "application/json")
+        assert.strictEqual(response.headers.get("content-length"), String(Buffer.byteLength(response.text)))
+        assert.isNull(response.headers.get("transfer-encoding"))
+        assert.strictEqual(response.text, JSON.stringify(response.json))
+        if (response.json.result.isError !== true) {
+          assert.deepStrictEqual(JSON.parse(response.json.result.content[0].text), response.json.result.structuredContent)
+        } else {
+          // The refusal names the definition: multi-byte characters, counted in bytes.
+          assert.include(response.text, "Tâche→✓")
+        }
+      }
+    })
+  )
+
   it.effect("describe answers structured content and the same value as compact text", () =>
     Effect.gen(function* () {
       const { token, client } = yield* StackTag
