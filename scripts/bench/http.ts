@@ -187,12 +187,10 @@ const best = (a: Measured | undefined, b: Measured) => (a === undefined || b.rat
 
 export const run = async (): Promise<void> => {
   const [app, raw] = await Promise.all([start("appServer.ts"), start("rawServer.ts")])
-  // The platform floor reads the raw server's own file (read-only), so both answer the same rows.
-  const platform = await start("platformServer.ts", [raw.info["file"]!])
+  let platform: Child | undefined
   try {
     const cairn = await appSide(app)
     const baseline = rawSide(raw)
-    const floor = rawSide(platform)
     // Warm up both (JIT, statements, the token cache), then alternate rounds: the shared
     // machine's load drifts, and both sides should see the same drift. Best of each.
     for (const side of [cairn, baseline]) {
@@ -200,7 +198,6 @@ export const run = async (): Promise<void> => {
       await load(0.5, side.read)
     }
     await load(0.5, cairn.mcpRead!)
-    await load(0.5, floor.read)
     // BENCH_HTTP_ONLY=write|read|mcp: load the App with that alone for a while (for profiling).
     const only = process.env["BENCH_HTTP_ONLY"] as "write" | "read" | "mcp" | undefined
     if (only !== undefined) {
@@ -209,6 +206,10 @@ export const run = async (): Promise<void> => {
       console.log(`http-${only}: rps=${m.rate.toFixed(0)} cpu_us=${m.cpuPerRequest.toFixed(0)} fsyncs_per_write=${m.fsyncsPerWrite.toFixed(2)}`)
       return
     }
+    // The platform floor reads the raw server's own file (read-only), so both answer the same rows.
+    platform = await start("platformServer.ts", [raw.info["file"]!])
+    const floor = rawSide(platform)
+    await load(0.5, floor.read)
     const results: Record<string, Measured | undefined> = {}
     for (let i = 0; i < ROUNDS; i++) {
       results.rawWrite = best(results.rawWrite, await phase(raw, baseline.write))
@@ -237,7 +238,7 @@ export const run = async (): Promise<void> => {
   } finally {
     app.stop()
     raw.stop()
-    platform.stop()
+    platform?.stop()
     agent.destroy()
   }
 }

@@ -13,7 +13,7 @@
  */
 import { Effect, type Either, type ParseResult, Schema } from "effect"
 import { isSummaryIssue, issuesOf } from "@cairn/domain/Decode"
-import { Comparison, ComparisonOp, Filter, FilterOp, IsNull, SetMembership, SetOp } from "@cairn/domain/QueryDocument"
+import { Comparison, ComparisonOp, type Filter, FilterOp, IsNull, SetMembership, SetOp } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { summarizeIssues } from "@cairn/domain/RequestDecoders"
 import { QueryLimits, type QueryLimitsShape } from "./QueryLimits.js"
@@ -27,16 +27,16 @@ type NodeDecoder = (node: unknown) => Either.Either<unknown, ParseResult.ParseEr
 
 /** One node's strict decoder by its `op`, each built once: exactly the members of `Filter`, children left to the walk. */
 const nodeDecoders = (() => {
-  const decoderOf = (schema: Schema.Schema<any, any>): NodeDecoder => Schema.decodeUnknownEither(schema, strict)
-  const comparison = decoderOf(Comparison)
-  const set = decoderOf(SetMembership)
+  const strictly = (schema: Schema.Schema<any, any>): NodeDecoder => Schema.decodeUnknownEither(schema, strict)
+  const comparison = strictly(Comparison)
+  const set = strictly(SetMembership)
   const decoders = new Map<string, NodeDecoder>([
     ...ComparisonOp.literals.map((op) => [op, comparison] as const),
     ...SetOp.literals.map((op) => [op, set] as const),
-    ["isNull", decoderOf(IsNull)],
-    ["and", decoderOf(Compound)],
-    ["or", decoderOf(Compound)],
-    ["not", decoderOf(Negation)]
+    ["isNull", strictly(IsNull)],
+    ["and", strictly(Compound)],
+    ["or", strictly(Compound)],
+    ["not", strictly(Negation)]
   ])
   return decoders
 })()

@@ -32,7 +32,8 @@ const read = HttpLayerRouter.add(
 const main = Effect.gen(function* () {
   const port = yield* freePort()
   const serve = HttpMiddleware.withTracerDisabledWhen(HttpLayerRouter.serve(read, { disableListenLog: true, disableLogger: true }), () => true)
-  yield* Layer.launch(serve.pipe(Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" })))).pipe(Effect.forkScoped)
+  // Built, so listening, before the base URL is announced.
+  yield* Layer.build(serve.pipe(Layer.provide(NodeHttpServer.layer(createServer, { port, host: "127.0.0.1" }))))
   process.stdout.write(JSON.stringify({ base: `http://127.0.0.1:${port}` }) + "\n")
   const lines = createInterface({ input: process.stdin })
   lines.on("line", () => {
