@@ -14,6 +14,15 @@ describe("Redaction", () => {
     assert.include(out, "sent")
   })
 
+  it("text: each pattern applies whatever the case of its trigger; text with no trigger is returned as is", () => {
+    for (const sent of [`bearer abc.def`, `DPOP abc.def`, `dpop abc`]) assert.notInclude(Redaction.text(`sent ${sent} here`), "abc")
+    assert.strictEqual(Redaction.text(`Expected string, actual 42`), "Expected string, actual [redacted]")
+    assert.strictEqual(Redaction.text(`title 'x'`), `title '[redacted]'`)
+    for (const plain of ["POST", "/db/rpc", "0123456789abcdef0123456789abcdef", "019a5c3e-7b2a-7c4e-9f00-0123456789ab", "3ms", "Actually", ""]) {
+      assert.strictEqual(Redaction.text(plain), plain)
+    }
+  })
+
   it("field: sensitive keys and structured values are redacted; safe ids and numbers are kept", () => {
     assert.strictEqual(Redaction.field("authorization", "x"), Redaction.redacted)
     assert.strictEqual(Redaction.field("claims", "x"), Redaction.redacted)

@@ -5,10 +5,11 @@
  * status, duration and id; never tokens, query strings or payloads.
  */
 import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, LogLevel, Option, Tracer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, type Fiber, Option, Tracer } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
+import { logInfoWith } from "./internal/logInfoWith.js"
 import { Limits } from "./Limits.js"
 
 /** Label for requests no route matched: the raw path is caller text and is never logged. */
@@ -97,22 +98,20 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
           }
           const finish = (status: number) =>
             Effect.gen(function* () {
-              const millis = (yield* Clock.currentTimeMillis) - started
+              const now = yield* Clock.currentTimeMillis
+              const millis = now - started
               yield* FrontMetrics.recordRequest(route(), status, millis)
-              // Nothing is built for a line the operator's level drops.
-              if (LogLevel.greaterThan(yield* FiberRef.get(FiberRef.currentMinimumLogLevel), LogLevel.Info)) return
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
-              yield* Effect.logInfo(`${request.method} ${route()} ${status} ${millis}ms`).pipe(
-                Effect.annotateLogs({
-                  method: request.method,
-                  route: route(),
-                  status,
-                  durationMs: millis,
-                  traceId: span.traceId,
-                  ...(correlation.invocationId !== undefined ? { invocationId: correlation.invocationId } : {}),
-                  ...(correlation.outcome !== undefined ? { outcome: correlation.outcome } : {})
-                })
-              )
+              const matched = route()
+              yield* logInfoWith(`${request.method} ${matched} ${status} ${millis}ms`, {
+                method: request.method,
+                route: matched,
+                status,
+                durationMs: millis,
+                traceId: span.traceId,
+                invocationId: correlation.invocationId,
+                outcome: correlation.outcome
+              }, new Date(now))
             })
 
           const answer = Effect.gen(function* () {

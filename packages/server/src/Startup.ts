@@ -11,8 +11,8 @@ import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from 
 import { corsOriginsConfig } from "./CorsOrigins.js"
 import { discoveryLimitsConfig } from "./ExposureGuard.js"
 import { limitsConfig } from "./Limits.js"
+import { loggerFor } from "./LogFormat.js"
 import { operatorSettingsConfig } from "./OperatorSettings.js"
-import * as Redaction from "@cairn/domain/Redaction"
 import { settingsConfig } from "./Settings.js"
 
 /** Every setting read through `Config` at startup, together, so that their problems accumulate. */
@@ -38,14 +38,6 @@ export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArr
     sourceUnavailableCase: (_, path, message) => [`${path.join("_") || "setting"}: ${message}`],
     unsupportedCase: (_, path, message) => [`${path.join("_") || "setting"}: ${message}`]
   }).filter((line, i, all) => all.indexOf(line) === i)
-
-/** A logger in `format`, every line passed through the one redaction rule first. */
-export const loggerFor = (format: "pretty" | "json" | "logfmt"): Logger.Logger<unknown, void> =>
-  format === "json"
-    ? Logger.withConsoleLog(Redaction.logger(Logger.jsonLogger))
-    : format === "logfmt"
-      ? Logger.withConsoleLog(Redaction.logger(Logger.logfmtLogger))
-      : Redaction.logger(Logger.prettyLogger())
 
 /** The logger the operator asked for: Effect's pretty lines (default), JSON (one object per line) or logfmt; always redacted. */
 export const LoggerLive = Layer.unwrapEffect(
