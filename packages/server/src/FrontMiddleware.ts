@@ -5,7 +5,7 @@
  * status, duration and id; never tokens, query strings or payloads.
  */
 import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, Exit, type Fiber, Option, Tracer } from "effect"
+import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, FiberRefs, HashMap, Option, Tracer } from "effect"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -26,7 +26,7 @@ const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
   Effect.gen(function* () {
     const [response, stripped] = yield* HttpServerError.causeResponse(cause)
     if (response.status >= 500 && !Cause.isInterruptedOnly(stripped)) {
-      yield* Effect.logError("request failed inside the server", stripped)
+      yield* Effect.logError("request failed inside the server", stripped).pipe(Effect.annotateLogs("requestId", requestId))
     }
     if (response.body._tag !== "Empty") return response
     switch (response.status) {
@@ -46,14 +46,28 @@ const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
   })
 
 /**
- * `route` on a fiber of its own: its exit, or none once `millis` pass (the route is then
- * interrupted without waiting for it, so the deadline holds even while it is in an
- * uninterruptible step; likewise when the caller hangs up). One fiber and one timer per
- * request, where `disconnect` plus `timeoutOption` fork three fibers and a sleep.
+ * `route` on a fiber of its own, with `services` added to its context and the request id to
+ * its log annotations: its exit, or none once `millis` pass (the route is then interrupted
+ * without waiting for it, so the deadline holds even while it is in an uninterruptible step;
+ * likewise when the caller hangs up). One fiber and one timer per request, where
+ * `disconnect` plus `timeoutOption` fork three fibers and a sleep; the new fiber's refs are
+ * set once (`provide` and `annotateLogs` would each set them on entry and again on exit).
  */
-const withDeadline = <A, E, R>(route: Effect.Effect<A, E, R>, millis: number): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, R> =>
+const withDeadline = <A, E, R>(
+  route: Effect.Effect<A, E, R>,
+  services: Context.Context<never>,
+  requestId: string,
+  millis: number
+): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, Exclude<R, Correlation | HttpIncomingMessage.MaxBodySize | Tracer.ParentSpan>> =>
   Effect.fiberIdWith((self) =>
-    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(route)), (fiber: Fiber.RuntimeFiber<A, E>) =>
+    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.updateFiberRefs((id, refs) =>
+      FiberRefs.updateManyAs(refs, {
+        entries: [
+          [FiberRef.currentContext, [[id, Context.merge(FiberRefs.getOrDefault(refs, FiberRef.currentContext), services)]]],
+          [FiberRef.currentLogAnnotations, [[id, HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", requestId)]]]
+        ]
+      })
+    ), route as Effect.Effect<A, E, never>))), (fiber: Fiber.RuntimeFiber<A, E>) =>
     Effect.interruptible(
       Effect.async<Option.Option<Exit.Exit<A, E>>>((resume) => {
         let done = false
@@ -104,6 +118,7 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
               const matched = route()
               yield* logInfoWith(`${request.method} ${matched} ${status} ${millis}ms`, {
+                requestId,
                 method: request.method,
                 route: matched,
                 status,
@@ -123,11 +138,10 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             if (!streamed && length !== undefined && length > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
             // The server runs middleware uninterruptibly; the route itself may be cut off.
             const outcome = yield* withDeadline(
+              httpEffect,
               // The request's id, body limit and parent span, provided as one context.
-              Effect.provide(
-                httpEffect,
-                Context.make(Correlation, correlation).pipe(Context.add(HttpIncomingMessage.MaxBodySize, maxBodySize), Context.add(Tracer.ParentSpan, span))
-              ),
+              Context.make(Correlation, correlation).pipe(Context.add(HttpIncomingMessage.MaxBodySize, maxBodySize), Context.add(Tracer.ParentSpan, span)),
+              requestId,
               limits.requestTimeoutMs
             )
             if (Option.isNone(outcome)) {
@@ -146,7 +160,7 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
             // A caller that hangs up interrupts the whole request; it still gets its log line.
             Effect.onInterrupt(() => finish(499))
           )
-        }).pipe(Effect.annotateLogs("requestId", requestId))
+        })
       })
   }),
   { global: true }
