@@ -5,13 +5,14 @@
  * (`refuse`), and it answers them for the whole HTTP request: 403 for a missing scope,
  * 503 for an overloaded writer or an unavailable database.
  */
-import { HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
+import { HttpIncomingMessage, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { type PublicError } from "@cairn/domain/PublicError"
 import { Context, Effect, Layer, Option } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
+import { CurrentTransport, type TransportName } from "./EngineMetrics.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
@@ -24,8 +25,11 @@ export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Excha
 const isTooLarge = (error: unknown) =>
   typeof error === "object" && error !== null && "cause" in error && error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
 
-/** The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route (`undefined`). */
-export const dbGate = (framing: Framing | undefined) =>
+/**
+ * The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route
+ * (`undefined`); `transport` names the way in for the engine's metrics (`CurrentTransport`).
+ */
+export const dbGate = (framing: Framing | undefined, transport?: TransportName) =>
   HttpLayerRouter.middleware(
     Effect.gen(function* () {
       const gate = yield* BearerGate
@@ -38,8 +42,13 @@ export const dbGate = (framing: Framing | undefined) =>
             const principal = admitted.right
             const requestId = yield* Correlation.id
 
-            // Read (and cache on the request) the body under the limit before the RPC layer.
-            const body = yield* request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)), Effect.either)
+            // Read (and cache on the request) the body under the limit before the RPC layer (the front's
+            // context already holds that limit; setting it again would cost a context swap per request).
+            const inPlace = yield* HttpIncomingMessage.MaxBodySize
+            const body = yield* (Option.isSome(inPlace) && inPlace.value <= limits.maxBodyBytes
+              ? request.text
+              : request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)))
+            ).pipe(Effect.either)
             if (body._tag === "Left") {
               return isTooLarge(body.left)
                 ? payloadTooLarge(requestId, limits.maxBodyBytes)
@@ -50,7 +59,8 @@ export const dbGate = (framing: Framing | undefined) =>
             if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
 
             const exchange: Exchange["Type"] = { refusal: undefined }
-            const response = yield* Effect.provide(httpEffect, Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange)))
+            const services = Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange))
+            const response = yield* Effect.provide(httpEffect, transport === undefined ? services : Context.add(services, CurrentTransport, transport))
             return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
           })
         return Effect.gen(function* () {

@@ -17,7 +17,6 @@ import { DescribeResult } from "@cairn/domain/Describe"
 import { Receipt } from "@cairn/domain/Receipt"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
-import { CurrentTransport } from "./EngineMetrics.js"
 import * as RpcExchange from "./internal/rpcExchange.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
@@ -48,15 +47,13 @@ export const servedMatchesWire: [Sent<Served>] extends [Sent<Wire>] ? ([Sent<Wir
 /** The served group, behind the gate: every RPC receives the principal the gate verified. */
 const ServedRpcs = ServedWire.middleware(Authentication)
 
-const rpc = Effect.provideService(CurrentTransport, "rpc")
-
 const Handlers = ServedRpcs.toLayer(
   Effect.gen(function* () {
     const plane = yield* DataPlane
     return ServedRpcs.of({
-      Describe: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, payload)).pipe(answerRpc("Describe"), rpc),
-      Query: (payload) => process.env.ABL === "A" ? Effect.succeed({ rows: [] } as any) : Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query"), rpc),
-      Mutate: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, payload)).pipe(answerRpc("Mutate"), rpc)
+      Describe: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, payload)).pipe(answerRpc("Describe")),
+      Query: (payload) => process.env.ABL === "A" ? Effect.succeed({ rows: [] } as any) : Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query")),
+      Mutate: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, payload)).pipe(answerRpc("Mutate"))
     })
   })
 )
@@ -70,4 +67,4 @@ export const RpcRoutes = Layer.effectDiscard(
     const tracing = !(Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint))
     yield* router.add("POST", rpcPath, yield* RpcExchange.make(ServedRpcs, { tracing }))
   })
-).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json").layer]))
+).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json", "rpc").layer]))
