@@ -58,7 +58,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const sealer = yield* Sealer
     const objects = yield* Objects
 
-    // One context provided at once (each `provideService` is a context swap of its own).
+    // One context provided once per verb (each `provide` is a context swap of its own).
     const limits = Context.make(QueryLimits, queryLimits).pipe(Context.add(DescribeLimits, describeLimits), Context.add(Sealer, sealer))
     const withLimits = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provide(effect, limits)
 
@@ -89,7 +89,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
             ? new InvalidInput({ message: refused.value.reason, issues })
             : new InvalidQuery({ message: refused.value.reason, issues })
         }
-        const request = yield* withLimits(decode(payload))
+        const request = yield* decode(payload)
         return { request, view: policy.view(principal) }
       })
 
@@ -118,8 +118,8 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const describeVerb = (principal: Principal, payload: unknown): Effect.Effect<DescribeResult, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
-        return yield* withLimits(describe(view, request))
-      }).pipe(scrubDefects("describe"), EngineMetrics.instrument("describe"), hotSpan("DataPlane.describe"))
+        return yield* describe(view, request)
+      }).pipe(withLimits, scrubDefects("describe"), EngineMetrics.instrument("describe"), hotSpan("DataPlane.describe"))
 
     const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
@@ -127,9 +127,9 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         // The database held for the read without a scope of its own (the store's cheap lease).
         return yield* databases.withDatabase(principal.databaseKey, (database) =>
-          withLimits(planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request }))
+          planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request })
         ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
-      }).pipe(scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
+      }).pipe(withLimits, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
@@ -144,6 +144,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
         ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
       }).pipe(
+        withLimits,
         Effect.tapBoth({
           onSuccess: (receipt) => Correlation.note({ outcome: receipt.outcome }),
           onFailure: (error) => Correlation.note({ outcome: "code" in error ? error.code : error._tag })
@@ -156,7 +157,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
         const database = yield* open(principal)
         return yield* sync.snapshot(principal, view, database, request)
-      }).pipe(Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), hotSpan("DataPlane.snapshot"))
+      }).pipe(withLimits, Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), hotSpan("DataPlane.snapshot"))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
     const changesVerb = (principal: Principal, payload: unknown): Stream.Stream<SyncMessage, EngineError> =>
@@ -165,7 +166,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           const { request, view } = yield* admit("changes", principal, payload, decodeChangesRequest)
           const database = yield* open(principal)
           return sync.changes(principal, view, database, request)
-        }).pipe(scrubDefects("changes"))
+        }).pipe(withLimits, scrubDefects("changes"))
       ).pipe(
         Stream.catchAllCause((cause) =>
           Option.isSome(Cause.failureOption(cause)) || Cause.isInterruptedOnly(cause)
