@@ -31,8 +31,8 @@ import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
 import { callTool } from "./CallTool.js"
-import { answerText, directToolCall, ProtocolError } from "./DirectToolCall.js"
-import { DirectTransport, directRequest } from "./DirectTransport.js"
+import { answerText, directToolCall, plainToolCall, ProtocolError } from "./DirectToolCall.js"
+import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
@@ -239,13 +239,15 @@ export const McpRoutes = HttpLayerRouter.use(
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
 
-      const direct = parsed === undefined ? undefined : directRequest(request.headers, parsed.value)
-      // The common request, a call of one of the tools, runs on this fiber (see `DirectToolCall`).
-      const toolCall = direct === undefined ? undefined : directToolCall(direct)
+      // The common request, a call of one of the tools, runs on this fiber (see `DirectToolCall`):
+      // recognized in its plainest form without a schema, else by the SDK's schemas.
+      const plain = parsed !== undefined && directHeaders(request.headers) ? plainToolCall(parsed.value) : undefined
+      const direct = plain !== undefined || parsed === undefined ? undefined : directRequest(request.headers, parsed.value)
+      const toolCall = plain ?? (direct === undefined ? undefined : directToolCall(direct))
       if (toolCall !== undefined) {
         const answer = toolAnswer(yield* Effect.exit(callTool(plane, principal, toolCall.name, toolCall.arguments)))
         if (answer instanceof Refused) return yield* gate.refuse("mcp", principal, answer.refusal)
-        return jsonAnswer(answerText(direct!.id, answer))
+        return jsonAnswer(answerText(toolCall.id, answer))
       }
 
       const runtime = yield* Effect.runtime<never>()

@@ -6,9 +6,10 @@
 import { Server } from "@modelcontextprotocol/sdk/server/index.js"
 import { CallToolRequestSchema, type CallToolResult, ErrorCode, RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
 import { assert, describe, it } from "@effect/vitest"
+import fc from "fast-check"
 import { Effect } from "effect"
 import { failure, success } from "@cairn/mcp/CallTool"
-import { answerText, directToolCall, ProtocolError } from "@cairn/mcp/DirectToolCall"
+import { answerText, directToolCall, plainToolCall, ProtocolError } from "@cairn/mcp/DirectToolCall"
 import { DirectTransport, directRequest } from "@cairn/mcp/DirectTransport"
 import { InvalidQuery } from "@cairn/domain/PublicError"
 
@@ -61,13 +62,74 @@ describe("directToolCall", () => {
           // Not handed to a tool: the server answers without the handler, or the handler refuses an unknown name.
           assert.isTrue(sdk.seen.length === 0 || (sdk.seen[0] as { name: unknown }).name === "nope", JSON.stringify(message))
         } else {
-          assert.deepStrictEqual(sdk.seen, [direct], JSON.stringify(message))
+          assert.deepStrictEqual(sdk.seen, [{ name: direct.name, arguments: direct.arguments }], JSON.stringify(message))
+          assert.strictEqual(direct.id, message.id)
           taken.push(message.id)
         }
       }
       assert.deepStrictEqual(taken, [7, "x-1", 7, 7, 7])
     })
   )
+})
+
+describe("plainToolCall", () => {
+  it("takes the plain call, exactly as the schemas would", () => {
+    assert.deepStrictEqual(plainToolCall(call({ name: "query", arguments: { q: 1 } })), { id: 7, name: "query", arguments: { q: 1 } })
+    assert.deepStrictEqual(plainToolCall(call({ name: "describe" }, "x")), { id: "x", name: "describe", arguments: undefined })
+  })
+
+  // Messages as JSON.parse makes them, near the plain call and past its edges.
+  const value = fc.oneof(
+    fc.constantFrom<unknown>("2.0", "1.0", "tools/call", "tools/list", "query", "describe", "mutate", "nope", 0, -0, 7, 1.5, 2 ** 53, -3, null, true, [], "x"),
+    fc.jsonValue({ maxDepth: 2 })
+  )
+  const absent = Symbol("absent")
+  /** `usual` mostly, sometimes any value, sometimes no key at all. */
+  const field = <A>(usual: fc.Arbitrary<A>, present = 8) =>
+    fc.oneof({ arbitrary: usual, weight: present }, { arbitrary: value, weight: 1 }, { arbitrary: fc.constant(absent), weight: 1 })
+  const rare = fc.oneof({ arbitrary: fc.constant(absent), weight: 12 }, { arbitrary: value, weight: 1 })
+  const object = (fields: Record<string, fc.Arbitrary<unknown>>) =>
+    fc.record(fields).map((o) => Object.fromEntries(Object.entries(o).filter(([, v]) => v !== absent)))
+  const meta = fc.oneof(
+    { arbitrary: fc.constant(absent), weight: 12 },
+    { arbitrary: fc.constantFrom<unknown>({ progressToken: 1 }, { progressToken: 1.5 }, { "io.modelcontextprotocol/related-task": { taskId: "t" } }), weight: 1 },
+    { arbitrary: value, weight: 1 }
+  )
+  const args = fc.dictionary(fc.constantFrom("query", "a", "__proto__", "0", "constructor"), value, { maxKeys: 3 })
+  const params = object({
+    name: field(fc.constantFrom("query", "describe", "mutate", "nope")),
+    arguments: field(args, 6),
+    _meta: meta,
+    task: fc.oneof({ arbitrary: fc.constant(absent), weight: 12 }, { arbitrary: fc.constantFrom<unknown>({ ttl: 5 }, {}), weight: 1 }),
+    extra: rare
+  })
+  const message = object({
+    jsonrpc: field(fc.constant("2.0")),
+    id: field(fc.oneof(fc.string({ maxLength: 3 }), fc.integer(), fc.constantFrom(-0, 2 ** 53, 2 ** 53 - 1, 1.5))),
+    method: field(fc.constant("tools/call")),
+    params: field(params),
+    extra: rare
+  })
+
+  it("takes a message only when the SDK's schemas take it, with the same id, tool and arguments", () => {
+    let taken = 0
+    fc.assert(
+      fc.property(message, (generated) => {
+        // Through JSON text, as requests arrive (an own "__proto__" key survives only this way).
+        const text = JSON.stringify(generated)
+        const parsed: unknown = JSON.parse(text)
+        const plain = plainToolCall(parsed)
+        if (plain === undefined) return
+        taken++
+        const request = directRequest(headers, JSON.parse(text))
+        assert.isDefined(request, text)
+        assert.deepStrictEqual(directToolCall(request!), plain, text)
+      }),
+      { numRuns: 3000 }
+    )
+    // About a tenth of the messages are plain calls (the property is not vacuous).
+    assert.isAbove(taken, 100)
+  })
 })
 
 describe("answerText", () => {
