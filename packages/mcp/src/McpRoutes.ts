@@ -1,11 +1,13 @@
 /**
  * `POST {base}/mcp` and its OAuth discovery routes. Each request passes the bearer gate
- * (the same one as `/db/*`, for the `mcp` resource), then is answered by an SDK server
- * taken from a pool (one request at a time each; the caller travels in the transport's
- * `authInfo`, never in the server): a plain JSON-RPC request over the transport the server
- * stays connected to (`DirectTransport`), anything else (initialize, notifications,
- * batches, malformed messages) over a fresh stateless web-standard transport bridged into
- * the HttpLayerRouter; the tools call the
+ * (the same one as `/db/*`, for the `mcp` resource). A call of one of the tools that the
+ * SDK server would hand to its handler as is (`DirectToolCall`) is answered on the
+ * request's own fiber, with the JSON the SDK would send. Anything else is answered by an
+ * SDK server taken from a pool (one request at a time each; the caller travels in the
+ * transport's `authInfo`, never in the server): a plain JSON-RPC request over the transport
+ * the server stays connected to (`DirectTransport`), anything else (initialize,
+ * notifications, batches, malformed messages) over a fresh stateless web-standard transport
+ * bridged into the HttpLayerRouter; the tools call the
  * same `DataPlane` every other transport uses, and its refusals are answered in MCP's
  * layers: 403 `insufficient_scope`, 503 for an unavailable database, a JSON-RPC error
  * for an overloaded writer or a defect.
