@@ -4,7 +4,7 @@
  * tool results (`isError`); the engine's other refusals fail, for the endpoint to answer
  * in MCP's protocol or HTTP layer.
  */
-import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js"
+import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
 import { type DataPlaneShape } from "@cairn/server/DataPlane"
 import { CurrentTransport } from "@cairn/server/EngineMetrics"
@@ -26,46 +26,8 @@ export const success = (value: object): CallToolResult => {
   return result
 }
 
-const sameKeys = (value: object, keys: ReadonlyArray<string>): boolean => {
-  const own = Object.keys(value)
-  return own.length === keys.length && own.every((key, i) => key === keys[i])
-}
-
-/**
- * The JSON text of `message`, the SDK's response carrying `sent` (a result made by
- * `success`, whose text content is the JSON of its structured content): the structured
- * content is written as that text rather than serialized a second time. The SDK sends a
- * validated copy of `sent`; only when the copy is exactly `sent`'s shape (same keys in
- * the same order, the same text, a structured content with the same own keys and values)
- * is the text reused, so the result is `JSON.stringify(message)` either way.
- */
-export const responseText = (message: JSONRPCMessage, sent: CallToolResult | undefined): string => {
-  const fallback = () => JSON.stringify(message)
-  if (sent === undefined || !successes.has(sent) || !sameKeys(message, ["result", "jsonrpc", "id"]) || message.jsonrpc !== "2.0") return fallback()
-  const { id, result } = message as unknown as { readonly id: unknown; readonly result: Record<string, unknown> }
-  const value = sent.structuredContent!
-  const text = (sent.content[0] as { readonly text: string }).text
-  const copy = result.structuredContent as Record<string, unknown>
-  const content = result.content
-  const echoed: unknown = Array.isArray(content) && content.length === 1 ? content[0] : undefined
-  const keys = Object.keys(value)
-  if (
-    !sameKeys(result, ["content", "structuredContent"]) ||
-    typeof echoed !== "object" ||
-    echoed === null ||
-    !sameKeys(echoed, ["type", "text"]) ||
-    (echoed as { readonly type: unknown }).type !== "text" ||
-    (echoed as { readonly text: unknown }).text !== text ||
-    (Object.getPrototypeOf(value) !== Object.prototype && Object.getPrototypeOf(value) !== null) ||
-    typeof copy !== "object" ||
-    copy === null ||
-    !sameKeys(copy, keys) ||
-    !keys.every((key) => copy[key] === value[key])
-  ) {
-    return fallback()
-  }
-  return `{"result":{"content":[{"type":"text","text":${JSON.stringify(text)}}],"structuredContent":${text}},"jsonrpc":"2.0","id":${JSON.stringify(id)}}`
-}
+/** Whether `success` made `result` (so its text content is the JSON of its structured content). */
+export const isSuccess = (result: CallToolResult): boolean => successes.has(result)
 
 /** A public error as a tool result the agent can read and recover from. */
 export const failure = (error: PublicError): CallToolResult => {

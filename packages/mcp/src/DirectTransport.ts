@@ -21,23 +21,31 @@ import {
  * The request the SDK's stateless JSON-response transport would pass to its server as is,
  * or `undefined` when it would do anything else with it (answer 406, 415, 400 or -32700
  * itself, answer 202 for a notification or a response, negotiate an `initialize`, collect
- * a batch). Its checks, in its order, for one message: the Accept header (a substring
- * test, as the SDK's), the parsed Content-Type, the message schema, and the
- * `mcp-protocol-version` header. The message is the schema's output, as the SDK's is.
+ * a batch). Its checks for one message: the headers (`directHeaders`), then the message
+ * schema. The message is the schema's output, as the SDK's is.
  */
 export const directRequest = (headers: Readonly<Record<string, string | undefined>>, message: unknown): JSONRPCRequest | undefined => {
-  const accept = headers["accept"]
-  if (accept === undefined || !accept.includes("application/json") || !accept.includes("text/event-stream")) return undefined
-  if (!isJsonContentType(headers["content-type"] ?? null)) return undefined
+  if (!directHeaders(headers)) return undefined
   // Cheap shape checks first: a failing zod parse builds an error object.
   if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
   const { id, method } = message as { id?: unknown; method?: unknown }
   if ((typeof id !== "string" && typeof id !== "number") || typeof method !== "string" || method === "initialize") return undefined
-  const version = headers["mcp-protocol-version"]
-  if (version !== undefined && !SUPPORTED_PROTOCOL_VERSIONS.includes(version)) return undefined
   // The SDK parses with the union of message schemas; for a request its first member, this one, answers.
   const parsed = JSONRPCRequestSchema.safeParse(message)
   return parsed.success ? parsed.data : undefined
+}
+
+/**
+ * Whether the SDK's stateless JSON-response transport passes a request with these headers on
+ * (in its order: the Accept header, a substring test as the SDK's; the parsed Content-Type;
+ * the `mcp-protocol-version` header, when there is one, a version it implements).
+ */
+export const directHeaders = (headers: Readonly<Record<string, string | undefined>>): boolean => {
+  const accept = headers["accept"]
+  if (accept === undefined || !accept.includes("application/json") || !accept.includes("text/event-stream")) return false
+  if (!isJsonContentType(headers["content-type"] ?? null)) return false
+  const version = headers["mcp-protocol-version"]
+  return version === undefined || SUPPORTED_PROTOCOL_VERSIONS.includes(version)
 }
 
 /** An SDK protocol (a `Server`), as far as connecting it goes. */

@@ -1,11 +1,13 @@
 /**
  * `POST {base}/mcp` and its OAuth discovery routes. Each request passes the bearer gate
- * (the same one as `/db/*`, for the `mcp` resource), then is answered by an SDK server
- * taken from a pool (one request at a time each; the caller travels in the transport's
- * `authInfo`, never in the server): a plain JSON-RPC request over the transport the server
- * stays connected to (`DirectTransport`), anything else (initialize, notifications,
- * batches, malformed messages) over a fresh stateless web-standard transport bridged into
- * the HttpLayerRouter; the tools call the
+ * (the same one as `/db/*`, for the `mcp` resource). A call of one of the tools that the
+ * SDK server would hand to its handler as is (`DirectToolCall`) is answered on the
+ * request's own fiber, with the JSON the SDK would send. Anything else is answered by an
+ * SDK server taken from a pool (one request at a time each; the caller travels in the
+ * transport's `authInfo`, never in the server): a plain JSON-RPC request over the transport
+ * the server stays connected to (`DirectTransport`), anything else (initialize,
+ * notifications, batches, malformed messages) over a fresh stateless web-standard transport
+ * bridged into the HttpLayerRouter; the tools call the
  * same `DataPlane` every other transport uses, and its refusals are answered in MCP's
  * layers: 403 `insufficient_scope`, 503 for an unavailable database, a JSON-RPC error
  * for an overloaded writer or a defect.
@@ -30,8 +32,9 @@ import { type Refusal } from "@cairn/server/Refusal"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
-import { callTool, responseText } from "./CallTool.js"
-import { DirectTransport, directRequest } from "./DirectTransport.js"
+import { callTool } from "./CallTool.js"
+import { answerText, directToolCall, plainToolCall, ProtocolError } from "./DirectToolCall.js"
+import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
@@ -39,20 +42,6 @@ import { metadata } from "./ProtectedResource.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
-
-/**
- * A JSON-RPC error the SDK sends as is (its own `McpError` prefixes the message with
- * "MCP error <code>:", which only repeats the code to an agent).
- */
-class ProtocolError extends Error {
-  constructor(
-    readonly code: number,
-    message: string,
-    readonly data?: unknown
-  ) {
-    super(message)
-  }
-}
 
 const serverInfo = { name: "cairn", title: "Cairn", version: "1.0.0" }
 
@@ -71,8 +60,30 @@ const jsonRpcError = (status: number, message: string, headers: Record<string, s
 interface Outcome {
   /** Set when a tool call was refused in the HTTP layer (scope, unavailable database): the whole answer becomes it. */
   refusal?: Refusal
-  /** The tool result handed to the SDK, to write its response without serializing the result twice. */
-  result?: CallToolResult
+}
+
+/** A tool call refused in the HTTP layer. */
+class Refused {
+  constructor(readonly refusal: Refusal) {}
+}
+
+/**
+ * A tool run's outcome in MCP's layers: a tool result, a JSON-RPC error (an overloaded
+ * writer, a defect, an interruption), or a refusal the HTTP layer answers (scope,
+ * unavailable database).
+ */
+const toolAnswer = (exit: Exit.Exit<CallToolResult, Refusal>): CallToolResult | ProtocolError | Refused => {
+  if (Exit.isSuccess(exit)) return exit.value
+  const refusal = Cause.failureOption(exit.cause)
+  if (Option.isNone(refusal)) return new ProtocolError(ErrorCode.InternalError, "The request was interrupted. Retry it.")
+  switch (refusal.value._tag) {
+    case "Overloaded":
+      return new ProtocolError(overloadedErrorCode, refusal.value.message, { retryAfterSeconds: refusal.value.retryAfterSeconds })
+    case "InternalFailure":
+      return new ProtocolError(ErrorCode.InternalError, refusal.value.message)
+    default:
+      return new Refused(refusal.value)
+  }
 }
 
 /** What one request's tool calls need, carried to the pooled server in the transport's `authInfo.extra`. */
@@ -104,22 +115,13 @@ const makeServer = (plane: DataPlaneShape): Server => {
       throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
     }
     const { outcome, principal, runtime } = callOf(extra)
-    const exit = await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments))
-    if (Exit.isSuccess(exit)) {
-      outcome.result = exit.value
-      return exit.value
+    const answer = toolAnswer(await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments)))
+    if (answer instanceof ProtocolError) throw answer
+    if (answer instanceof Refused) {
+      outcome.refusal = answer.refusal
+      throw new ProtocolError(ErrorCode.InvalidRequest, answer.refusal.message)
     }
-    const refusal = Cause.failureOption(exit.cause)
-    if (Option.isNone(refusal)) throw new ProtocolError(ErrorCode.InternalError, "The request was interrupted. Retry it.")
-    switch (refusal.value._tag) {
-      case "Overloaded":
-        throw new ProtocolError(overloadedErrorCode, refusal.value.message, { retryAfterSeconds: refusal.value.retryAfterSeconds })
-      case "InternalFailure":
-        throw new ProtocolError(ErrorCode.InternalError, refusal.value.message)
-      default:
-        outcome.refusal = refusal.value
-        throw new ProtocolError(ErrorCode.InvalidRequest, refusal.value.message)
-    }
+    return answer
   })
   return server
 }
@@ -162,6 +164,14 @@ const invalidToolCall = (message: unknown): HttpServerResponse.HttpServerRespons
     { status: 200, headers: { "cache-control": "no-store" } }
   )
 }
+
+/**
+ * What the SDK's JSON-response mode answers for one request: the response alone, 200,
+ * application/json. Handed to Node as a string (with its byte length, as `text` would set
+ * it): Node encodes it straight into the socket write, without an intermediate byte array.
+ */
+const jsonAnswer = (text: string): HttpServerResponse.HttpServerResponse =>
+  HttpServerResponse.raw(text, { status: 200, contentType: "application/json", contentLength: Buffer.byteLength(text) })
 
 /** The SDK's answer as the router sends it: its status and headers, and its body already read. */
 const toResponse = (answer: Response, text: string | undefined): HttpServerResponse.HttpServerResponse => {
@@ -223,7 +233,6 @@ export const McpRoutes = HttpLayerRouter.use(
         return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST" })
       }
 
-      const runtime = yield* Effect.runtime<never>()
       const body = yield* request.text
       // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
       const parsed = parseJson(body)
@@ -231,19 +240,26 @@ export const McpRoutes = HttpLayerRouter.use(
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
+
+      // The common request, a call of one of the tools, runs on this fiber (see `DirectToolCall`):
+      // recognized in its plainest form without a schema, else by the SDK's schemas.
+      const plain = parsed !== undefined && directHeaders(request.headers) ? plainToolCall(parsed.value) : undefined
+      const direct = plain !== undefined || parsed === undefined ? undefined : directRequest(request.headers, parsed.value)
+      const toolCall = plain ?? (direct === undefined ? undefined : directToolCall(direct))
+      if (toolCall !== undefined) {
+        const answer = toolAnswer(yield* Effect.exit(callTool(plane, principal, toolCall.name, toolCall.arguments)))
+        if (answer instanceof Refused) return yield* gate.refuse("mcp", principal, answer.refusal)
+        return jsonAnswer(answerText(toolCall.id, answer))
+      }
+
+      const runtime = yield* Effect.runtime<never>()
       const outcome: Outcome = {}
       const call: Call = { principal, runtime, outcome }
       const authInfo: AuthInfo = { token: "", clientId: principal.subject, scopes: [...principal.scopes], extra: { [callKey]: call } }
-
-      const direct = parsed === undefined ? undefined : directRequest(request.headers, parsed.value)
       if (direct !== undefined) {
         const message = yield* Effect.promise(() => exchange(direct, { authInfo, requestInfo: { headers: request.headers } }))
         if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
-        // What the SDK's JSON-response mode answers: the response alone, 200, application/json.
-        // Handed to Node as a string (with its byte length, as `text` would set it): Node encodes
-        // it straight into the socket write, without an intermediate byte array.
-        const text = responseText(message, outcome.result)
-        return HttpServerResponse.raw(text, { status: 200, contentType: "application/json", contentLength: Buffer.byteLength(text) })
+        return jsonAnswer(JSON.stringify(message))
       }
 
       // The SDK reads the body only when it is handed no parsed message (to answer -32700).
