@@ -114,8 +114,6 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       db.close()
       options.lazy?.onChange?.(false)
     }
-    yield* Effect.addFinalizer(() => Effect.sync(disconnect))
-    if (options.lazy === undefined) connect()
 
     // Holders of a lazy handle, and the idle close: one timer at a time, re-armed while the handle is used.
     let holders = 0
@@ -133,7 +131,14 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       timer = setTimeout(closeWhenIdle, millis)
       timer.unref?.()
     }
-    yield* Effect.addFinalizer(() => Effect.sync(() => timer !== undefined && clearTimeout(timer)))
+    // One finalizer for both: each `addFinalizer` keeps a closure and the fiber's refs for as long as the connection is open.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (timer !== undefined) clearTimeout(timer)
+        disconnect()
+      })
+    )
+    if (options.lazy === undefined) connect()
     /** Holds the handle (opening it if needed) for the scope: never closed while held. */
     const lease: Effect.Effect<void, SqlError, Scope.Scope> =
       options.lazy === undefined
