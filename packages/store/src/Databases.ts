@@ -164,6 +164,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * stat per turn of the event loop: see `okPerTurn`; each group commit stats it again anyway).
      */
     const guards = new Map<DatabaseId, () => StorageFault | undefined>()
+    /**
+     * For each open database: gives back what its connections rebuild on next use (see `Raw.trim`),
+     * run when it goes idle (its shared reference released after `pinLinger` unused). A server holds
+     * many open databases, most of them idle at any moment: each keeps its handles, not its working set.
+     */
+    const trims = new Map<DatabaseId, () => void>()
 
     const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
 
@@ -338,7 +344,16 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         )
         yield* Compaction.schedule(compact, config.compactEvery, id)
         guards.set(id, okPerTurn(guardFile))
-        yield* Effect.addFinalizer(() => Effect.sync(() => guards.delete(id)))
+        trims.set(id, () => {
+          connection.raw.trim()
+          readConnection.raw.trim()
+        })
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            guards.delete(id)
+            trims.delete(id)
+          })
+        )
         const database: Database = {
           id,
           catalog: operations.catalog,
@@ -500,6 +515,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const remaining = entry === undefined ? 0 : entry.lastUsed + lingerMillis - now
         if (remaining > 0) return Effect.zipRight(Effect.sleep(remaining), lingerThenRelease(id))
         lingering.delete(id)
+        // Idle now: its connections give back what they rebuild on next use.
+        trims.get(id)?.()
         return Effect.uninterruptible(releasePin(id))
       })
 

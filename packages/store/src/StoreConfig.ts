@@ -27,7 +27,10 @@ export interface StoreConfigShape {
   /**
    * SQLite page cache per connection, in KiB (each open database has a write and a read
    * connection). The driver's own default is 16 MiB per connection, which many open large
-   * databases would each grow to; SQLite's upstream default of 2 MiB is the default here.
+   * databases would each grow to; SQLite's upstream default of 2 MiB is the default here. It bounds
+   * a database in use: once idle (unused for a second), its connections give their cache back
+   * (`PRAGMA shrink_memory`, see `Raw.trim`), so the many idle databases of a server do not each
+   * keep their working set.
    */
   readonly sqliteCacheKib: number
   /**

@@ -186,6 +186,37 @@ const lingerMillis = 2
 const insertCommitSql = `INSERT INTO ${commitsTable} (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 const insertReceiptSql = `INSERT INTO ${receiptsTable} (invocation_id, intent, outcome, position, receipt) VALUES (?, ?, ?, ?, ?)`
 
+/** The output encoders of the catalog's operations: the same for every database, so built once per operation. */
+const encoders = new WeakMap<CompiledOperation, (output: unknown) => Effect.Effect<unknown>>()
+
+/**
+ * The output of `op` as its receipt holds it: encoded with the output schema (a mismatch being a
+ * defect of the handler), then as read back from its stored JSON, so that a replay reads the same.
+ */
+const encoderOf = (op: CompiledOperation): ((output: unknown) => Effect.Effect<unknown>) => {
+  let encode = encoders.get(op)
+  if (encode === undefined) {
+    const encodeSync = plainParse(op.output.ast, Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>))
+    const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
+    // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
+    const stored = (encoded: unknown): Effect.Effect<unknown> => {
+      try {
+        return Effect.succeed(encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))
+      } catch (error) {
+        return Effect.die(error)
+      }
+    }
+    encode = (output) => {
+      // Synchronously when the schema is (the usual case); else as before.
+      const encoded = encodeSync(output)
+      if (Either.isRight(encoded)) return stored(encoded.right)
+      return Effect.flatMap(Effect.orDie(encodeAsync(output)), stored)
+    }
+    encoders.set(op, encode)
+  }
+  return encode
+}
+
 /**
  * Builds the writer of one database; it stops (finishing its current group) with the scope.
  * Invocations wait in a plain array with their callers' callbacks; one fiber drains it in
@@ -205,12 +236,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     let pending: Array<Item> = []
     let wake: (() => void) | undefined
 
-    /**
-     * What the group needs of each operation, built once per operation (not per invocation): its
-     * key, its handler, and its output as its receipt holds it (encoded with the output schema, a
-     * mismatch being a defect of the handler, then as read back from its stored JSON, so that a
-     * replay reads the same).
-     */
+    /** What the group needs of each operation, built once per operation (not per invocation): its key, its handler, its encoder. */
     interface PerOperation {
       readonly key: string
       readonly handler: ReturnType<OperationCatalogShape["handler"]>
@@ -220,26 +246,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const operationOf = (op: CompiledOperation): PerOperation => {
       let found = perOperation.get(op)
       if (found === undefined) {
-        const encodeSync = plainParse(op.output.ast, Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>))
-        const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
-        // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
-        const stored = (encoded: unknown): Effect.Effect<unknown> => {
-          try {
-            return Effect.succeed(encoded === undefined ? undefined : (JSON.parse(JSON.stringify(encoded)) as unknown))
-          } catch (error) {
-            return Effect.die(error)
-          }
-        }
-        found = {
-          key: operationKey(op),
-          handler: operations.handler(op),
-          encode: (output) => {
-            // Synchronously when the schema is (the usual case); else as before.
-            const encoded = encodeSync(output)
-            if (Either.isRight(encoded)) return stored(encoded.right)
-            return Effect.flatMap(Effect.orDie(encodeAsync(output)), stored)
-          }
-        }
+        found = { key: operationKey(op), handler: operations.handler(op), encode: encoderOf(op) }
         perOperation.set(op, found)
       }
       return found

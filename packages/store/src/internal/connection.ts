@@ -43,6 +43,16 @@ export interface Raw {
   readonly forget: () => void
   /** Whether the file is open now (a lazy connection is closed until used, and again once idle). */
   readonly isOpen: () => boolean
+  /**
+   * For a connection nobody is using (its database went idle): gives back the memory it rebuilds on
+   * its next use, its prepared statements (finalized once unreferenced) and its page cache. SQLite
+   * keeps every page a connection has read cached, up to `cache_size`, plus the cache's first block
+   * of 20 pages (~90 KiB, whatever the file's size), for as long as the connection is open;
+   * `PRAGMA shrink_memory` frees the unused pages and, once none is left, that block. An idle
+   * database then costs its open handle, not its working set; its next use reads its pages back
+   * from the OS's file cache. Does nothing while a transaction or a holder uses the connection.
+   */
+  readonly trim: () => void
 }
 
 export interface Opened {
@@ -68,10 +78,12 @@ export interface Options {
 
 const sqlError = (message: string) => (cause: unknown) => new SqlError({ cause, message })
 
+/** SQLite's statement compiler: stateless, so one for every connection (not one each). */
+const compiler = Statement.makeCompilerSqlite()
+
 /** Opens the file (WAL), closed with the scope. Mirrors `@effect/sql-sqlite-node`'s client. */
 export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function* () {
-    const compiler = Statement.makeCompilerSqlite()
     /** The handle while the file is open (always, unless `lazy`). */
     let handle: Sqlite.Database | undefined
     /** Statements prepared on the handle, by face: dropped with it. */
@@ -102,8 +114,6 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       db.close()
       options.lazy?.onChange?.(false)
     }
-    yield* Effect.addFinalizer(() => Effect.sync(disconnect))
-    if (options.lazy === undefined) connect()
 
     // Holders of a lazy handle, and the idle close: one timer at a time, re-armed while the handle is used.
     let holders = 0
@@ -121,7 +131,14 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       timer = setTimeout(closeWhenIdle, millis)
       timer.unref?.()
     }
-    yield* Effect.addFinalizer(() => Effect.sync(() => timer !== undefined && clearTimeout(timer)))
+    // One finalizer for both: each `addFinalizer` keeps a closure and the fiber's refs for as long as the connection is open.
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        if (timer !== undefined) clearTimeout(timer)
+        disconnect()
+      })
+    )
+    if (options.lazy === undefined) connect()
     /** Holds the handle (opening it if needed) for the scope: never closed while held. */
     const lease: Effect.Effect<void, SqlError, Scope.Scope> =
       options.lazy === undefined
@@ -254,7 +271,19 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       hold,
       lease,
       forget: () => prepared.clear(),
-      isOpen: () => handle !== undefined
+      isOpen: () => handle !== undefined,
+      trim: () => {
+        if (handle === undefined || handle.inTransaction || holders > 0) return
+        prepared.clear()
+        statements.clear()
+        valueStatements.clear()
+        // `exec`, not `pragma`: no statement object is left behind for the collector to finalize.
+        try {
+          handle.exec("PRAGMA shrink_memory")
+        } catch {
+          // Nothing is lost: the cache stays as it was, and the next use works as before.
+        }
+      }
     }
     return { sql, raw }
   })
