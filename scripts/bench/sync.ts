@@ -253,6 +253,7 @@ export const fanout = async (): Promise<void> => {
         }
         const cpu = process.cpuUsage(cpuBefore)
         cpuPerClient = (cpu.user + cpu.system) / (ROUNDS * CLIENTS)
+        if (process.env["BENCH_SYNC_CPU"]) console.log(`user_us=${(cpu.user / (ROUNDS * CLIENTS)).toFixed(1)} sys_us=${(cpu.system / (ROUNDS * CLIENTS)).toFixed(1)}`)
         if (profiler) await profiler(process.env["BENCH_SYNC_PROFILE"]!)
         ackWithStreams = await runtime.runPromise(ackMillis(15, "Watched"))
       } finally {
