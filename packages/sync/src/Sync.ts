@@ -407,10 +407,11 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
                   maxDependents: config.maxDependents,
                   cache: shared.answers,
                   wide: shared.wide,
-                  narrowing: first.narrowing
+                  narrowing: first.narrowing,
+                  peek: peek(shared.answers, first.narrowing, shared.wide)
                 }
                 // Without a statement (nor the effect machinery) when the shared lookups answer it all.
-                const result = replaySync({ ...options, peek: peek(shared.answers, first.narrowing, shared.wide) }) ?? (yield* replay({ ...options, reader }))
+                const result = replaySync(options) ?? (yield* replay({ ...options, reader }))
                 value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
                 remember(database, rangeAt, kind, value)
               }
