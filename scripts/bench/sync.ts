@@ -253,6 +253,7 @@ export const fanout = async (): Promise<void> => {
         }
         const cpu = process.cpuUsage(cpuBefore)
         cpuPerClient = (cpu.user + cpu.system) / (ROUNDS * CLIENTS)
+        if (process.env["BENCH_SYNC_CPU"]) console.log(`user_us=${(cpu.user / (ROUNDS * CLIENTS)).toFixed(1)} sys_us=${(cpu.system / (ROUNDS * CLIENTS)).toFixed(1)}`)
         if (profiler) await profiler(process.env["BENCH_SYNC_PROFILE"]!)
         ackWithStreams = await runtime.runPromise(ackMillis(15, "Watched"))
       } finally {
@@ -338,8 +339,10 @@ const resumeCost = async (rows: number) => {
   }
 }
 
+/** `BENCH_SYNC_ONLY=fanout` runs the fan-out alone (e.g. to compare two builds, run after run). */
 export const run = async (): Promise<void> => {
   await fanout()
+  if (process.env["BENCH_SYNC_ONLY"] === "fanout") return
   const small = await resumeCost(10_000)
   const large = await resumeCost(1_000_000)
   console.log(`sync-resume: ratio_1M_vs_10k=${(large / small).toFixed(3)} (10k=${small.toFixed(2)}ms 1M=${large.toFixed(2)}ms)`)

@@ -217,19 +217,28 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       /** The JSON text of the encoded changes, made once for every stream sent them directly. */
       encoded?: string
     }
-    const replayed = new Map<string, Map<string, Replayed>>()
-    const replayKey = (view: View, scope: ResolvedScope, position: number, last: number) =>
-      `${position}|${last}|${view.token}|${scope.scopeDigest}|${scope.accessDigest}`
-    const remember = (database: Database, key: string, value: Replayed) => {
-      let byKey = replayed.get(database.id)
-      if (!byKey) {
-        replayed.set(database.id, (byKey = new Map()))
+    // By database, then range (`rangeKey`), then kind (`kindKey`): a stream's kind key is one
+    // string made once, so finding its group and its range's answer hashes no new text.
+    const replayed = new Map<string, Map<string, Map<string, Replayed>>>()
+    const rangeKey = (position: number, last: number) => `${position}|${last}`
+    const recall = (database: Database, range: string, kind: string): Replayed | undefined => replayed.get(database.id)?.get(range)?.get(kind)
+    const remember = (database: Database, range: string, kind: string, value: Replayed) => {
+      let byRange = replayed.get(database.id)
+      if (!byRange) {
+        replayed.set(database.id, (byRange = new Map()))
         if (replayed.size > 256) replayed.delete(replayed.keys().next().value!)
       }
-      // Bounded: the newest ranges (Map order is insertion order).
-      if (byKey.size >= 256) byKey.delete(byKey.keys().next().value!)
-      byKey.set(key, value)
+      let byKind = byRange.get(range)
+      if (!byKind) {
+        byRange.set(range, (byKind = new Map()))
+        // Bounded: the newest ranges (Map order is insertion order), and the newest kinds of each.
+        if (byRange.size > 16) byRange.delete(byRange.keys().next().value!)
+      }
+      if (byKind.size >= 4096) byKind.delete(byKind.keys().next().value!)
+      byKind.set(kind, value)
     }
+    /** What a stream is sent of a range is a function of its catalog, scope and access (and the state): streams of one kind share it. */
+    const kindOf = (view: View, scope: ResolvedScope) => `${view.token}|${scope.scopeDigest}|${scope.accessDigest}`
     /** The last position and the compaction watermark, read in one statement (one snapshot). */
     const tipSql = `SELECT (SELECT coalesce(max(position), 0) FROM ${Log.commitsTable}), (SELECT coalesce(max(watermark), 0) FROM ${Log.compactionTable})`
 
@@ -263,6 +272,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       view: View,
       database: Database,
       scope: ResolvedScope,
+      kind: string,
       narrowing: Narrowing,
       checkpointAt: (position: number) => SyncCheckpoint,
       position: number
@@ -288,7 +298,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               narrowing
             })
             const value: Replayed = { result, newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined }
-            remember(database, replayKey(view, scope, position, last), value)
+            remember(database, rangeKey(position, last), kind, value)
             return stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: value })
           })
         )
@@ -299,7 +309,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
         const watermark = Number(rows[0]?.[1] ?? 0)
         const refused = checked(position, last, watermark)
         if (refused !== undefined) return Effect.succeed(refuse(refused, position))
-        const shared = replayed.get(database.id)?.get(replayKey(view, scope, position, last))
+        const shared = recall(database, rangeKey(position, last), kind)
         return shared !== undefined ? Effect.succeed(stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: shared })) : replayInTransaction
       })
     }
@@ -320,6 +330,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       gone: boolean
       readonly view: View
       readonly scope: ResolvedScope
+      /** Names what the stream is sent of a range: its catalog, scope and access (see `kindOf`). */
+      readonly kind: string
       readonly narrowing: Narrowing
       /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
       readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
@@ -355,8 +367,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           for (const waiter of hub.waiters) if (waiter.position < last) taken.push(waiter)
           for (const waiter of taken) hub.waiters.delete(waiter)
           if (taken.length === 0) return
-          // Group identical waiters; read the commits once, from the oldest position any needs.
-          const groups = new Map<string, Array<Waiter>>()
+          // Group identical waiters (by position, then kind); read the commits once, from the oldest position any needs.
+          const byPosition = new Map<number, Map<string, Array<Waiter>>>()
           let from = last
           for (const waiter of taken) {
             const refused = checked(waiter.position, last, watermark)
@@ -364,57 +376,62 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               answers.set(waiter, { _tag: "Refused", reason: refused })
               continue
             }
-            const key = replayKey(waiter.view, waiter.scope, waiter.position, last)
-            const group = groups.get(key)
+            let kinds = byPosition.get(waiter.position)
+            if (kinds === undefined) byPosition.set(waiter.position, (kinds = new Map()))
+            const group = kinds.get(waiter.kind)
             if (group) group.push(waiter)
-            else groups.set(key, [waiter])
+            else kinds.set(waiter.kind, [waiter])
             if (waiter.position < from) from = waiter.position
           }
-          if (groups.size === 0) return
+          if (byPosition.size === 0) return
           const commits = yield* Log.commitsAfter(reader, from, last - from)
           const shared = lookupCache(database, last)
           const recordLag = yield* SyncMetrics.lagRecorder
           let sinceYield = 0
-          for (const [key, group] of groups) {
-            // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
-            if ((sinceYield += group.length) >= 128) {
-              sinceYield = 0
-              yield* Effect.yieldNow()
-            }
-            const first = group[0]!
-            let value = replayed.get(database.id)?.get(key)
-            if (value === undefined) {
-              const range = first.position === from ? commits : commits.filter((c) => c.position > first.position)
-              const options = {
-                catalog: first.view.catalog,
-                scope: first.scope,
-                commits: range,
-                maxDependents: config.maxDependents,
-                cache: shared.answers,
-                wide: shared.wide,
-                narrowing: first.narrowing
+          for (const [position, kinds] of byPosition) {
+            const range = position === from ? commits : commits.filter((c) => c.position > position)
+            const rangeAt = rangeKey(position, last)
+            for (const [kind, group] of kinds) {
+              // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
+              if ((sinceYield += group.length) >= 128) {
+                sinceYield = 0
+                yield* Effect.yieldNow()
               }
-              // Without a statement (nor the effect machinery) when the shared lookups answer it all.
-              const result = replaySync({ ...options, peek: peek(shared.answers, first.narrowing, shared.wide) }) ?? (yield* replay({ ...options, reader }))
-              value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
-              remember(database, key, value)
-            }
-            const served: Served = { _tag: "Replayed", last, replayed: value }
-            const result = value.result
-            for (const waiter of group) {
-              if (waiter.gone) continue
-              if (waiter.direct !== undefined && result._tag === "Changes") {
-                value.encoded ??= encodeChanges(result.changes)
-                const checkpoint = waiter.direct.checkpointJson(last)
-                if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
-                  // Sent: the stream stays in the hub, one commit further.
-                  waiter.position = last
-                  hub.waiters.add(waiter)
-                  if (value.newest !== undefined) recordLag(value.newest)
-                  continue
+              const first = group[0]!
+              let value = recall(database, rangeAt, kind)
+              if (value === undefined) {
+                const options = {
+                  catalog: first.view.catalog,
+                  scope: first.scope,
+                  commits: range,
+                  maxDependents: config.maxDependents,
+                  cache: shared.answers,
+                  wide: shared.wide,
+                  narrowing: first.narrowing,
+                  peek: peek(shared.answers, first.narrowing, shared.wide)
                 }
+                // Without a statement (nor the effect machinery) when the shared lookups answer it all.
+                const result = replaySync(options) ?? (yield* replay({ ...options, reader }))
+                value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
+                remember(database, rangeAt, kind, value)
               }
-              answers.set(waiter, served)
+              const served: Served = { _tag: "Replayed", last, replayed: value }
+              const result = value.result
+              for (const waiter of group) {
+                if (waiter.gone) continue
+                if (waiter.direct !== undefined && result._tag === "Changes") {
+                  value.encoded ??= encodeChanges(result.changes)
+                  const checkpoint = waiter.direct.checkpointJson(last)
+                  if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
+                    // Sent: the stream stays in the hub, one commit further.
+                    waiter.position = last
+                    hub.waiters.add(waiter)
+                    if (value.newest !== undefined) recordLag(value.newest)
+                    continue
+                  }
+                }
+                answers.set(waiter, served)
+              }
             }
           }
         })
@@ -540,13 +557,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           // The stream's cursors: its binding sealed once, each position MACed (see `SyncCursor.checkpointer`).
           const checkpoints = SyncCursor.streamCheckpoints(sealer, binding)
           const checkpointAt = checkpoints.at
-          const kind = { view, scope, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
+          const kind = kindOf(view, scope)
+          const spec = { view, scope, kind, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
-              const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, kind, state.position)
-              const step = served !== undefined ? stepOf(checkpointAt, position, served) : yield* batch(view, database, scope, narrowing, checkpointAt, position)
+              const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, spec, state.position)
+              const step = served !== undefined ? stepOf(checkpointAt, position, served) : yield* batch(view, database, scope, kind, narrowing, checkpointAt, position)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const

@@ -47,7 +47,12 @@ export const recordLag = (committedAt: string) =>
  * metric labels taken once, then each delivery recorded synchronously when it happens.
  */
 export const lagRecorder: Effect.Effect<(committedAt: string) => void> = Effect.clockWith((clock) =>
-  Effect.map(FiberRef.get(FiberRef.currentMetricLabels), (labels) => (committedAt: string) => {
-    lagMillis.unsafeUpdate(Math.max(0, clock.unsafeCurrentTimeMillis() - Date.parse(committedAt)), labels)
+  Effect.map(FiberRef.get(FiberRef.currentMetricLabels), (labels) => {
+    // The last commit time parsed: a round delivers the same commit to every stream.
+    let parsed: { readonly text: string; readonly millis: number } | undefined
+    return (committedAt: string) => {
+      if (parsed?.text !== committedAt) parsed = { text: committedAt, millis: Date.parse(committedAt) }
+      lagMillis.unsafeUpdate(Math.max(0, clock.unsafeCurrentTimeMillis() - parsed.millis), labels)
+    }
   })
 )

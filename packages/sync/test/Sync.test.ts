@@ -1,15 +1,18 @@
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Fiber, Metric, Stream } from "effect"
+import { Chunk, Effect, Fiber, Metric, Schema, Stream } from "effect"
+import { Sealer } from "@cairn/catalog/Sealer"
 import { View } from "@cairn/catalog/View"
 import * as Migration from "@cairn/catalog/Migration"
 import type { Filter } from "@cairn/domain/QueryDocument"
-import type { SyncMessage, SyncScope } from "@cairn/domain/Sync"
+import { SyncMessage, type SyncScope } from "@cairn/domain/Sync"
 import type { Principal } from "@cairn/domain/Principal"
 import type { Database } from "@cairn/store/Databases"
 import { Log, Position } from "@cairn/store"
 import { SyncMetrics } from "@cairn/sync"
 import { Sync } from "@cairn/sync/Sync"
-import { applyBatch, changesOnce, engineLayer, snapshotAll } from "./support/harness.js"
+import * as SyncCursor from "@cairn/sync/SyncCursor"
+import { SyncLiveSink } from "@cairn/sync/SyncLiveSink"
+import { applyBatch, changesOnce, engineLayer, secret, snapshotAll } from "./support/harness.js"
 import { database, everything, idOf, run, tempDir, viewOf, visibleTo, who } from "./support/tracker.js"
 
 const alice = who("alice")
@@ -406,6 +409,62 @@ describe("changes", () => {
             assert.deepStrictEqual(seen.filter((k) => k.includes(t2)), [])
             assert.includeMembers(seen, [`Upsert Task/${t1}`])
           }
+        }
+      })
+    ))
+
+  it.scopedLive("streams the hub writes to directly (a transport's sink), of different subjects and positions, each get exactly their view and their own cursors", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1, t2 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        // The engine's sealer (its secret): cursors open only with it.
+        const sealer = yield* Effect.provide(Sealer, Sealer.layer(secret))
+        /** A live stream whose batches after its first reach `texts` through a sink, as a transport's would. */
+        const open = (caller: Principal) =>
+          Effect.gen(function* () {
+            const snap = yield* snapshotAll(db, caller, tasksOnly)
+            const texts: Array<string> = []
+            const sink = { offer: (text: string) => (texts.push(text), true) }
+            const streamed: Array<SyncMessage> = []
+            yield* sync.changes(caller, yield* viewOf(caller), db, { scope: tasksOnly, cursor: snap.checkpoint.cursor }).pipe(
+              Stream.runForEach((m) => Effect.sync(() => streamed.push(m))),
+              Effect.provideService(SyncLiveSink, sink),
+              Effect.forkScoped
+            )
+            // Every message the client got: what the stream sent, then what the hub wrote.
+            const messages = () => [...streamed, ...texts.map((t) => Schema.decodeUnknownSync(SyncMessage)(JSON.parse(t)))]
+            return { caller, snap, messages, texts }
+          })
+        const reached = (client: { readonly messages: () => ReadonlyArray<SyncMessage> }, position: number) =>
+          client.messages().some((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(position))
+        const awaitAll = (clients: ReadonlyArray<{ readonly messages: () => ReadonlyArray<SyncMessage> }>, position: number) =>
+          Effect.repeat(Effect.sleep("5 millis"), { until: () => clients.every((c) => reached(c, position)) })
+        // Two of each subject at position 6, then one of each joins one commit later (a second position in one round).
+        const early = yield* Effect.forEach([alice, carol, bob, alice, carol, bob], open)
+        yield* awaitAll(early, 6)
+        yield* run(alice, "Task", "rename", { title: "Seen" }, t1)
+        const late = yield* Effect.forEach([alice, carol, bob], open)
+        yield* run(bob, "Task", "rename", { title: "Hidden" }, t2)
+        yield* run(alice, "Task", "complete", {}, t1)
+        const clients = [...early, ...late]
+        yield* awaitAll(clients, 9)
+        for (const { caller, snap, messages, texts } of clients) {
+          assert.isAbove(texts.length, 0)
+          for (const m of messages()) {
+            assert.strictEqual(m._tag, "SyncBatch")
+            if (m._tag !== "SyncBatch") continue
+            assert.strictEqual(m.checkpoint.subject, caller.subject)
+            // A cursor written by the hub opens for this caller's binding, at its position.
+            const cursor = SyncCursor.openCursor(sealer, m.checkpoint.cursor)
+            assert.strictEqual(cursor?.subject, caller.subject)
+            assert.strictEqual(cursor !== undefined ? Position.encode(cursor.position) : undefined, m.checkpoint.position)
+            applyBatch(snap.records, m)
+          }
+          assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, tasksOnly))
+          const seen = kinds(messages())
+          assert.deepStrictEqual(seen.filter((k) => k.includes(caller.subject === "bob" ? t1 : t2)), [])
         }
       })
     ))

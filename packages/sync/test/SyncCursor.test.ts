@@ -38,7 +38,7 @@ describe("sync cursors", () => {
 
   it("a stream's checkpoint text is exactly the encoded checkpoint, and its cursor opens", () => {
     const checkpoints = SyncCursor.streamCheckpoints(sealer, { ...binding, subject: 'al"ice\u2028', catalogToken: "t\\k" })
-    for (const position of [0, 1, 36, 1_000_000_007]) {
+    for (const position of [0, 1, 36, 1_000_000_007, Number.MAX_SAFE_INTEGER]) {
       const text = checkpoints.json(position)
       assert.strictEqual(text, JSON.stringify(Schema.encodeSync(SyncCheckpoint)(checkpoints.at(position))))
       const cursor = SyncCursor.openCursor(sealer, JSON.parse(text).cursor)

@@ -59,12 +59,13 @@ export const peek = (
   const find = (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
     const also = narrowing(entity, field) ?? noAlso
     const keys = alsoKeys(also)
-    const key = `${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`
-    const hit = cache.get(key)
-    if (hit !== undefined || wide === undefined || also.length === 0 || !keys.indexable) return hit
-    const shared = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
-    if (shared?.rows === undefined) return undefined
-    return fromWide(shared, also, cache, key)
+    // Rows read once for every asker answer from their index, without a key of this asker's own
+    // (`fromWide` gives what the narrowed statement would, so the order of the two checks is free).
+    if (wide !== undefined && also.length > 0 && keys.indexable) {
+      const shared = wideEntry(wide, entity, field, value)
+      if (shared?.rows !== undefined) return indexed(shared, also)
+    }
+    return cache.get(`${entity}\u0000${field}\u0000${norm(value)}\u0000${keys.norm}`)
   }
   return (entity: string, field: string, value: Scalar): ReadonlyArray<RecordValue> | undefined => {
     if (last !== undefined && last.value === value && last.field === field && last.entity === entity) return last.found
@@ -75,13 +76,31 @@ export const peek = (
 }
 
 type WideEntry = Wide["entries"] extends Map<string, infer E> ? E : never
-/** The rows of a shared read that meet `also`, indexed once per set of narrowing fields; cached under `key`. */
+/**
+ * The shared entry of (entity, field, value), if any. The last one found is kept: every asker
+ * of a commit looks up the same rows (e.g. the members of the changed task's project).
+ */
+const wideEntry = (wide: Wide, entity: string, field: string, value: Scalar): WideEntry | undefined => {
+  const last = wide.last
+  if (last !== undefined && last.value === value && last.field === field && last.entity === entity) return last.entry
+  const entry = wide.entries.get(`${entity}\u0000${field}\u0000${norm(value)}`)
+  // An entry stays the same object (its rows are filled in once read).
+  if (entry !== undefined) wide.last = { entity, field, value, entry }
+  return entry
+}
+/** The rows of a shared read that meet `also`, cached under `key`. */
 const fromWide = (
   shared: WideEntry,
   also: ReadonlyArray<readonly [string, Scalar]>,
   cache: Map<string, ReadonlyArray<RecordValue>>,
   key: string
 ): ReadonlyArray<RecordValue> => {
+  const found = indexed(shared, also)
+  cache.set(key, found)
+  return found
+}
+/** The rows of a shared read that meet `also`, indexed once per set of narrowing fields. */
+const indexed = (shared: WideEntry, also: ReadonlyArray<readonly [string, Scalar]>): ReadonlyArray<RecordValue> => {
   const keys = alsoKeys(also)
   const signature = keys.signature
   let index = shared.index.get(signature)
@@ -95,10 +114,9 @@ const fromWide = (
       else index.set(k, [row])
     }
   }
-  const found = index.get(keys.values) ?? []
-  cache.set(key, found)
-  return found
+  return index.get(keys.values) ?? noRows
 }
+const noRows: ReadonlyArray<RecordValue> = []
 
 /**
  * Unnarrowed lookup answers shared by many askers of one state (the live streams of a
@@ -110,6 +128,8 @@ const fromWide = (
 export interface Wide {
   /** Narrowed misses per (entity, field, value) so far; the rows once read (undefined: too many). */
   readonly entries: Map<string, { misses: number; rows?: ReadonlyArray<RecordValue> | undefined; read: boolean; readonly index: Map<string, Map<string, Array<RecordValue>>> }>
+  /** The entry `peek` found last (see `wideEntry`). */
+  last?: { readonly entity: string; readonly field: string; readonly value: Scalar; readonly entry: WideEntry }
 }
 export const makeWide = (): Wide => ({ entries: new Map() })
 /** The most rows one shared read may return. */
