@@ -29,6 +29,7 @@ import { hotSpan } from "@cairn/domain/HotSpan"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
 import { type Refusal } from "@cairn/server/Refusal"
+import { bodyText } from "@cairn/server/RequestBody"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
@@ -233,7 +234,7 @@ export const McpRoutes = HttpLayerRouter.use(
         return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST" })
       }
 
-      const body = yield* request.text
+      const body = yield* bodyText(request)
       // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
       const parsed = parseJson(body)
       const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)

@@ -16,6 +16,7 @@ import { CurrentTransport, type TransportName } from "./EngineMetrics.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
+import { bodyText } from "./RequestBody.js"
 import { type EngineError, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
 import { envelopeProblem, type Framing } from "./RpcEnvelope.js"
 
@@ -46,8 +47,8 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
             // context already holds that limit; setting it again would cost a context swap per request).
             const inPlace = yield* HttpIncomingMessage.MaxBodySize
             const body = yield* (Option.isSome(inPlace) && inPlace.value <= limits.maxBodyBytes
-              ? request.text
-              : request.text.pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)))
+              ? bodyText(request)
+              : bodyText(request).pipe(HttpServerRequest.withMaxBodySize(Option.some(limits.maxBodyBytes)))
             ).pipe(Effect.either)
             if (body._tag === "Left") {
               return isTooLarge(body.left)

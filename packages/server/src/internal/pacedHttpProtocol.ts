@@ -9,6 +9,7 @@
  */
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
+import { bodyText } from "../RequestBody.js"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 import { writeNow } from "./writeNow.js"
@@ -84,7 +85,7 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const scope = yield* Effect.scope
       const requestHeaders = Object.entries(request.headers)
       const data = yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(
-        isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : request.text
+        isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : bodyText(request)
       )
       const id = nextId++
       const mailbox = yield* Mailbox.make<Uint8Array>()

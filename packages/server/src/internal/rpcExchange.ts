@@ -13,6 +13,7 @@
 import { Headers, type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Rpc, type RpcGroup, RpcMessage, type RpcMiddleware, RpcSchema, RpcSerialization } from "@effect/rpc"
 import { type Context, Effect, Either, type Exit, Option, ParseResult, Schema } from "effect"
+import { bodyText } from "../RequestBody.js"
 
 interface Schemas {
   readonly decode: (payload: unknown) => Either.Either<unknown, ParseResult.ParseError>
@@ -120,7 +121,7 @@ export const make = <Rpcs extends Rpc.Any>(
 
     const httpApp: HttpApp.Default = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const data = yield* Effect.orDie<string, HttpServerError.RequestError, never>(request.text)
+      const data = yield* Effect.orDie<string, HttpServerError.RequestError, never>(bodyText(request))
       let messages: ReadonlyArray<RpcMessage.FromClientEncoded>
       try {
         messages = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
