@@ -46,28 +46,35 @@ const fromCause = (cause: Cause.Cause<unknown>, requestId: string) =>
   })
 
 /**
- * `route` on a fiber of its own, with `services` added to its context and the request id to
- * its log annotations: its exit, or none once `millis` pass (the route is then interrupted
- * without waiting for it, so the deadline holds even while it is in an uninterruptible step;
- * likewise when the caller hangs up). One fiber and one timer per request, where
- * `disconnect` plus `timeoutOption` fork three fibers and a sleep; the new fiber's refs are
- * set once (`provide` and `annotateLogs` would each set them on entry and again on exit).
+ * A fresh fiber's refs set in one update: `services` added to its context and the request id to
+ * its log annotations (`provide` and `annotateLogs` would each set them on entry and again on exit).
  */
-const withDeadline = <A, E, R>(
+const seed = <S>(services: Context.Context<S>, requestId: string) =>
+  Effect.updateFiberRefs((id, refs) =>
+    FiberRefs.updateManyAs(refs, {
+      entries: [
+        [FiberRef.currentContext, [[id, Context.merge(FiberRefs.getOrDefault(refs, FiberRef.currentContext), services as Context.Context<never>)]]],
+        [FiberRef.currentLogAnnotations, [[id, HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", requestId)]]]
+      ]
+    })
+  )
+
+/**
+ * `route` on a fiber of its own, seeded with `services` and the request id (`seed`): its exit,
+ * or none once `millis` pass (the route is then interrupted without waiting for it, so the
+ * deadline holds even while it is in an uninterruptible step; likewise when the caller hangs
+ * up). One fiber and one timer per request, where `disconnect` plus `timeoutOption` fork three
+ * fibers and a sleep.
+ */
+const withDeadline = <A, E, R, S>(
   route: Effect.Effect<A, E, R>,
-  services: Context.Context<never>,
+  services: Context.Context<S>,
   requestId: string,
   millis: number
-): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, Exclude<R, Correlation | HttpIncomingMessage.MaxBodySize | Tracer.ParentSpan>> =>
+): Effect.Effect<Option.Option<Exit.Exit<A, E>>, never, Exclude<R, S>> =>
   Effect.fiberIdWith((self) =>
-    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(Effect.updateFiberRefs((id, refs) =>
-      FiberRefs.updateManyAs(refs, {
-        entries: [
-          [FiberRef.currentContext, [[id, Context.merge(FiberRefs.getOrDefault(refs, FiberRef.currentContext), services)]]],
-          [FiberRef.currentLogAnnotations, [[id, HashMap.set(FiberRefs.getOrDefault(refs, FiberRef.currentLogAnnotations), "requestId", requestId)]]]
-        ]
-      })
-    ), route as Effect.Effect<A, E, never>))), (fiber: Fiber.RuntimeFiber<A, E>) =>
+    // `seed` provides `S` to the route, as `Effect.provide` would.
+    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.zipRight(seed(services, requestId), route as Effect.Effect<A, E, Exclude<R, S>>))), (fiber: Fiber.RuntimeFiber<A, E>) =>
     Effect.interruptible(
       Effect.async<Option.Option<Exit.Exit<A, E>>>((resume) => {
         let done = false
