@@ -12,7 +12,7 @@
  */
 import { Headers, type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Rpc, type RpcGroup, RpcMessage, type RpcMiddleware, RpcSchema, RpcSerialization } from "@effect/rpc"
-import { type Context, Effect, Either, type Exit, Option, ParseResult, Schema } from "effect"
+import { type Context, Effect, Either, type Exit, ParseResult, Schema } from "effect"
 import { bodyText } from "../RequestBody.js"
 
 interface Schemas {
@@ -143,7 +143,7 @@ export const make = <Rpcs extends Rpc.Any>(
         }
       }
       return respond(responses)
-    }).pipe(Effect.withUnhandledErrorLogLevel(Option.none()))
+    })
 
     return httpApp
   })
