@@ -4,7 +4,9 @@
  * indexed read through `Database.values`, then left open: idle, not closed), and measures the
  * growth of RSS and of the V8 heap (after full collections) against a baseline taken once
  * the store, the modules and one database were warm. Prints
- * `footprint: kib_per_open_db=<rss growth per database> (heap=<n> rss=<n>) databases=<n> cache_kib=<n>`.
+ * `footprint: kib_per_open_db=<rss growth per database> (heap=<n> rss=<n>) databases=<n> cache_kib=<n>
+ * second_half_kib_per_db=<n> (heap=<n>)`: the last, the growth over the second half of the databases
+ * alone (the marginal cost of one more open database, without the warm baseline's own swing).
  */
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
@@ -41,6 +43,14 @@ const gc = (): (() => void) => {
   }
 }
 
+/**
+ * Past the store's linger (an idle database gives back its page cache 1 s after its last use):
+ * every database measured is idle, as the bench describes it, whenever it was touched. Before,
+ * the databases of the last half second were still in use at the measurement, and during the
+ * second half the first half's went idle, which made the second half's growth look smaller.
+ */
+const idle = () => new Promise((resolve) => setTimeout(resolve, 1_500))
+
 /** One tenant: activated, one write, one read; the database stays open afterwards (idle). */
 const touch = (n: number) =>
   Effect.gen(function* () {
@@ -76,15 +86,22 @@ const measure = async (): Promise<void> => {
   try {
     // Warm: modules, the store, JIT; one database open (not counted).
     await runtime.runPromise(touch(-1))
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    await idle()
     collect()
     const before = process.memoryUsage()
     // FOOTPRINT_HEAPSNAPSHOT=<dir>: heap snapshots before and after, to diff what each database retains.
     const snapshots = process.env.FOOTPRINT_HEAPSNAPSHOT
     if (snapshots) writeHeapSnapshot(join(snapshots, "footprint-before.heapsnapshot"))
-    for (let n = 0; n < DATABASES; n++) await runtime.runPromise(touch(n))
-    // Let what the activations left behind (timers, finalization of spent statements) settle.
-    await new Promise((resolve) => setTimeout(resolve, 500))
+    // Half, then the rest: the second half's growth is the marginal cost of one more open database,
+    // free of what the warm baseline itself held (its RSS swings by ~14 MiB between processes).
+    const half = Math.floor(DATABASES / 2)
+    for (let n = 0; n < half; n++) await runtime.runPromise(touch(n))
+    await idle()
+    collect()
+    const middle = process.memoryUsage()
+    for (let n = half; n < DATABASES; n++) await runtime.runPromise(touch(n))
+    // Idle, and what the activations left behind (timers, finalization of spent statements) settled.
+    await idle()
     collect()
     const after = process.memoryUsage()
     if (snapshots) writeHeapSnapshot(join(snapshots, "footprint-after.heapsnapshot"))
@@ -93,9 +110,11 @@ const measure = async (): Promise<void> => {
     const kib = (bytes: number) => (bytes / 1024 / DATABASES).toFixed(0)
     const rss = after.rss - before.rss
     const heap = after.heapUsed - before.heapUsed
+    const marginal = (bytes: number) => (bytes / 1024 / (DATABASES - half)).toFixed(0)
     console.log(
       `footprint: kib_per_open_db=${kib(rss)} (heap=${kib(heap)} rss=${kib(rss)}) databases=${DATABASES} ` +
-        `external=${kib(after.external - before.external)} cache_kib=${config.sqliteCacheKib}`
+        `external=${kib(after.external - before.external)} cache_kib=${config.sqliteCacheKib} ` +
+        `second_half_kib_per_db=${marginal(after.rss - middle.rss)} (heap=${marginal(after.heapUsed - middle.heapUsed)})`
     )
   } finally {
     await runtime.dispose()
