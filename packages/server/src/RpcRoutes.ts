@@ -52,7 +52,7 @@ const Handlers = ServedRpcs.toLayer(
     const plane = yield* DataPlane
     return ServedRpcs.of({
       Describe: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.describe(principal, payload)).pipe(answerRpc("Describe")),
-      Query: (payload) => process.env.ABL === "A" ? Effect.succeed({ rows: [] } as any) : Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query")),
+      Query: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.query(principal, payload)).pipe(answerRpc("Query")),
       Mutate: (payload) => Effect.flatMap(CurrentPrincipal, (principal) => plane.mutate(principal, payload)).pipe(answerRpc("Mutate"))
     })
   })
