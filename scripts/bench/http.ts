@@ -13,7 +13,9 @@
  * `cairn_writer_group_size` histogram count), the raw server one per request.
  * Then `http-floor: platform_read_ratio=.. platform_cpu_us_per_read=.. app_over_platform_read=..`:
  * the raw server's read served through @effect/platform alone (support/platformServer.ts), so the
- * share of the gap that is the platform's and the share that is Cairn's are measured in the same run.
+ * share of the gap that is the platform's and the share that is Cairn's are measured in the same run;
+ * `lean_platform_read_ratio=.. lean_platform_cpu_us_per_read=.. app_over_lean_platform_read=..`: the
+ * same with the body read as the App reads it (its `RequestBody`, not the platform's `request.text`).
  */
 import { type ChildProcess, spawn } from "node:child_process"
 import { Agent, request } from "node:http"
@@ -188,6 +190,7 @@ const best = (a: Measured | undefined, b: Measured) => (a === undefined || b.rat
 export const run = async (): Promise<void> => {
   const [app, raw] = await Promise.all([start("appServer.ts"), start("rawServer.ts")])
   let platform: Child | undefined
+  let leanPlatform: Child | undefined
   try {
     const cairn = await appSide(app)
     const baseline = rawSide(raw)
@@ -208,8 +211,11 @@ export const run = async (): Promise<void> => {
     }
     // The platform floor reads the raw server's own file (read-only), so both answer the same rows.
     platform = await start("platformServer.ts", [raw.info["file"]!])
+    leanPlatform = await start("platformServer.ts", [raw.info["file"]!, "lean"])
     const floor = rawSide(platform)
+    const leanFloor = rawSide(leanPlatform)
     await load(0.5, floor.read)
+    await load(0.5, leanFloor.read)
     const results: Record<string, Measured | undefined> = {}
     for (let i = 0; i < ROUNDS; i++) {
       results.rawWrite = best(results.rawWrite, await phase(raw, baseline.write))
@@ -218,6 +224,7 @@ export const run = async (): Promise<void> => {
       results.appRead = best(results.appRead, await phase(app, cairn.read))
       results.appMcp = best(results.appMcp, await phase(app, cairn.mcpRead!))
       results.platformRead = best(results.platformRead, await phase(platform, floor.read))
+      results.leanPlatformRead = best(results.leanPlatformRead, await phase(leanPlatform, leanFloor.read))
     }
     const r = results as Record<string, Measured>
     console.log(
@@ -233,12 +240,15 @@ export const run = async (): Promise<void> => {
     // The floor under the App: the same read on @effect/platform alone (see support/platformServer.ts).
     console.log(
       `http-floor: platform_read_ratio=${(r.platformRead!.rate / r.rawRead!.rate).toFixed(2)} platform_cpu_us_per_read=${r.platformRead!.cpuPerRequest.toFixed(0)} ` +
-        `app_over_platform_read=${(r.appRead!.rate / r.platformRead!.rate).toFixed(2)}`
+        `app_over_platform_read=${(r.appRead!.rate / r.platformRead!.rate).toFixed(2)} ` +
+        `lean_platform_read_ratio=${(r.leanPlatformRead!.rate / r.rawRead!.rate).toFixed(2)} lean_platform_cpu_us_per_read=${r.leanPlatformRead!.cpuPerRequest.toFixed(0)} ` +
+        `app_over_lean_platform_read=${(r.appRead!.rate / r.leanPlatformRead!.rate).toFixed(2)}`
     )
   } finally {
     app.stop()
     raw.stop()
     platform?.stop()
+    leanPlatform?.stop()
     agent.destroy()
   }
 }

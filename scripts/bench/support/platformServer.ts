@@ -4,7 +4,9 @@
  * served through @effect/platform as the App is — `NodeHttpServer` + `HttpLayerRouter`, the
  * platform's own request span off as in the App without an exporter — with nothing of Cairn's
  * around it. What the App costs above this is Cairn's; what this costs above the raw server is
- * the platform's. Prints `{ base }`, answers `stats` lines like appServer.
+ * the platform's. With a second argument `lean`, the body is read as the App reads it
+ * (`@cairn/server/RequestBody`'s `bodyText`, not the platform's `request.text`): the floor under
+ * the App's own body reading. Prints `{ base }`, answers `stats` lines like appServer.
  */
 import { createServer } from "node:http"
 import { createInterface } from "node:readline"
@@ -12,10 +14,12 @@ import { HttpLayerRouter, HttpMiddleware, HttpServerRequest, HttpServerResponse 
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
+import { bodyText } from "@cairn/server/RequestBody"
 import { freePort } from "@cairn/testkit/freePort"
 
 // The raw server's own file (its path is the one argument), read-only: the same rows it reads.
 const db = new Database(process.argv[2]!, { readonly: true })
+const lean = process.argv[3] === "lean"
 const page = db.prepare(`SELECT "id", "title", "status", "priority" FROM "Task" WHERE "assigneeId" = ? ORDER BY "id" LIMIT 51`)
 
 const read = HttpLayerRouter.add(
@@ -23,7 +27,7 @@ const read = HttpLayerRouter.add(
   "/read",
   Effect.gen(function* () {
     const request = yield* HttpServerRequest.HttpServerRequest
-    const body = JSON.parse(yield* request.text) as Record<string, unknown>
+    const body = JSON.parse(yield* (lean ? bodyText(request) : request.text)) as Record<string, unknown>
     const rows = page.all(body["assigneeId"]) as Array<Record<string, unknown>>
     return HttpServerResponse.text(JSON.stringify({ items: rows.slice(0, 50), hasMore: rows.length > 50 }), { contentType: "application/json" })
   }).pipe(Effect.orDie)
