@@ -36,7 +36,8 @@ export interface Database {
   readonly catalog: Catalog
   /**
    * A read-only connection for queries and sync, opened on first use and closed once idle for
-   * `readerIdleTimeout` (never while a statement or transaction holds it).
+   * `readerIdleTimeout` (never while a statement or transaction holds it). This client is built
+   * on first use too, and dropped again once the database is idle: take it when needed, not ahead.
    */
   readonly reader: SqlClient.SqlClient
   /**
@@ -303,7 +304,6 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           cacheKib: config.sqliteCacheKib,
           lazy: { idleClose: config.readerIdleTimeout, onChange: readerChanged }
         })
-        const reader = readConnection.sql
         const values = (text: string, params: ReadonlyArray<unknown>) =>
           Connection.committedValues(connection, readConnection, text, params).pipe(
             Effect.orDie,
@@ -357,7 +357,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const database: Database = {
           id,
           catalog: operations.catalog,
-          reader,
+          // Its @effect/sql face is built when first asked for (see `Connection.Opened.sql`).
+          get reader() {
+            return readConnection.sql
+          },
           values,
           submit: writer.submit,
           position: writer.position,
