@@ -1,7 +1,8 @@
 /**
  * Compaction: drops the change payloads of commits older than the retained history,
  * as a job of each open database on its own schedule (`compactEvery` after it opened, then after
- * each run), whatever traffic the database sees. Positions, receipts and intents stay; only sync's replayable history shrinks.
+ * each run), whatever traffic the database sees. Positions, receipts and intents stay; only
+ * sync's replayable history shrinks.
  */
 import { Cause, Effect, FiberRef, HashMap, Metric } from "effect"
 import type * as Writer from "./Writer.js"
