@@ -1,9 +1,10 @@
 /**
  * Compaction: drops the change payloads of commits older than the retained history,
- * as a job of each open database on its own schedule, whatever traffic the database
- * sees. Positions, receipts and intents stay; only sync's replayable history shrinks.
+ * as a job of each open database on its own schedule (`compactEvery` after it opened, then after
+ * each run), whatever traffic the database sees. Positions, receipts and intents stay; only
+ * sync's replayable history shrinks.
  */
-import { Cause, type Duration, Effect, FiberRef, HashMap, Metric } from "effect"
+import { Cause, Effect, FiberRef, HashMap, Metric } from "effect"
 import type * as Writer from "./Writer.js"
 
 export const compactedCommits = Metric.counter("cairn_sync_compacted_commits_total", {
@@ -25,18 +26,15 @@ export const compact = (writer: Pick<Writer.Writer, "position" | "compact">, ret
   }).pipe(Effect.withSpan("Compaction.compact", { root: true }))
 
 /**
- * Runs `run` every `every` until the scope closes (the database's: the job stops with it),
- * logging under the database's opaque id.
- * A failed run is logged and the next one comes on schedule.
+ * One scheduled run of `run` (the store arms it every `compactEvery` per open database, see
+ * `Databases`), logging under the database's opaque id: a failed run is logged and the next one
+ * comes on schedule.
  */
-export const schedule = (run: Effect.Effect<number>, every: Duration.Duration, databaseId: string) =>
-  Effect.sleep(every).pipe(
-    Effect.zipRight(run),
+export const scheduled = (run: Effect.Effect<number>, databaseId: string): Effect.Effect<void> =>
+  run.pipe(
     Effect.catchAllCause((cause) => (Cause.isInterruptedOnly(cause) ? Effect.failCause(cause) : Effect.logError("compaction failed", cause))),
-    Effect.forever,
+    Effect.asVoid,
     Effect.annotateLogs({ database: databaseId }),
-    // Forked from the activation that opened the database: it keeps none of that request's annotations.
-    Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty()),
-    Effect.forkScoped,
-    Effect.asVoid
+    // Run for the database, not for the request that opened it: none of that request's annotations.
+    Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty())
   )

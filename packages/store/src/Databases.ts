@@ -17,6 +17,7 @@ import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
+import * as Deadlines from "./internal/deadlines.js"
 import { okPerTurn } from "./internal/okPerTurn.js"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { install, installIdOf } from "./Install.js"
@@ -36,7 +37,8 @@ export interface Database {
   readonly catalog: Catalog
   /**
    * A read-only connection for queries and sync, opened on first use and closed once idle for
-   * `readerIdleTimeout` (never while a statement or transaction holds it).
+   * `readerIdleTimeout` (never while a statement or transaction holds it). This client is built
+   * on first use too, and dropped again once the database is idle: take it when needed, not ahead.
    */
   readonly reader: SqlClient.SqlClient
   /**
@@ -138,12 +140,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     /** Databases whose activation finished, until they start closing: what the cheap lease hands out. */
     const ready = new Map<DatabaseId, Database>()
     /**
-     * While a database is in use, one RcMap reference held for all of its users: a caller arriving
+     * While a database is open, one RcMap reference held for all of its users: a caller arriving
      * meanwhile takes the cheap lease (a counter) instead of an RcMap reference of its own. It
-     * lingers `pinLinger` after the last user leaves (one sleeping fiber per database re-checks
-     * when it was last used: not a timer per request), so requests that follow each other
-     * without overlapping, each holding the database for a synchronous moment, keep taking the
-     * cheap lease; then the RcMap's idle timer starts.
+     * lingers `pinLinger` after the last user leaves (re-armed by each use: not a timer per request),
+     * so requests that follow each other without overlapping, each holding the database for a
+     * synchronous moment, keep taking the cheap lease; then the database is trimmed, and it closes
+     * once unused for `idleTimeout` more (see `lingers` and `idles`).
      */
     const pins = new Map<DatabaseId, Scope.CloseableScope>()
     let shuttingDown = false
@@ -166,10 +168,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const guards = new Map<DatabaseId, () => StorageFault | undefined>()
     /**
      * For each open database: gives back what its connections rebuild on next use (see `Raw.trim`),
-     * run when it goes idle (its shared reference released after `pinLinger` unused). A server holds
+     * run when it goes idle (`pinLinger` unused, see `lingers`). A server holds
      * many open databases, most of them idle at any moment: each keeps its handles, not its working set.
      */
     const trims = new Map<DatabaseId, () => void>()
+    /** For each open database: its next compaction run, forked in its scope (armed on `compactions`). */
+    const compactionJobs = new Map<DatabaseId, { run: Effect.Effect<void> }>()
 
     const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
 
@@ -303,7 +307,6 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           cacheKib: config.sqliteCacheKib,
           lazy: { idleClose: config.readerIdleTimeout, onChange: readerChanged }
         })
-        const reader = readConnection.sql
         const values = (text: string, params: ReadonlyArray<unknown>) =>
           Connection.committedValues(connection, readConnection, text, params).pipe(
             Effect.orDie,
@@ -342,7 +345,25 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const compact = Compaction.compact(writer, config.retainedCommits).pipe(
           Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
         )
-        yield* Compaction.schedule(compact, config.compactEvery, id)
+        // Armed on the store's compaction queue (one fiber for every database), each run forked in
+        // this database's scope (closing it interrupts a run), the next armed once it is done.
+        const scope = yield* Effect.scope
+        const job: { run: Effect.Effect<void> } = { run: Effect.void }
+        const rearm = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+          Effect.sync(() => {
+            if (compactionJobs.get(id) === job) compactions.arm(id, now + compactEveryMillis)
+          })
+        )
+        job.run = Effect.asVoid(Effect.forkIn(Effect.ensuring(Compaction.scheduled(compact, id), rearm), scope))
+        compactionJobs.set(id, job)
+        yield* rearm
+        yield* Effect.addFinalizer(() =>
+          Effect.sync(() => {
+            if (compactionJobs.get(id) !== job) return
+            compactionJobs.delete(id)
+            compactions.disarm(id)
+          })
+        )
         guards.set(id, okPerTurn(guardFile))
         trims.set(id, () => {
           connection.raw.trim()
@@ -357,7 +378,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const database: Database = {
           id,
           catalog: operations.catalog,
-          reader,
+          // Its @effect/sql face is built when first asked for (see `Connection.Opened.sql`).
+          get reader() {
+            return readConnection.sql
+          },
           values,
           submit: writer.submit,
           position: writer.position,
@@ -429,12 +453,36 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
 
     // RcMap's own `capacity` refuses a new key when full; ours closes the least recently
     // used idle databases instead and lets in-use ones exceed it, so it is enforced below.
-    const databases = yield* RcMap.make({ lookup, idleTimeToLive: config.idleTimeout })
+    // No idle time of its own (a fiber per idle database): the shared reference is held until the
+    // database has been unused for `idleTimeout` (see `idles`), and the last reference closes it.
+    const databases = yield* RcMap.make({ lookup })
     /** How long an unused database keeps its shared reference (see `pins`): a second, or less than the idle timeout. */
     const pinLinger = Duration.min(Duration.seconds(1), config.idleTimeout)
     const lingerMillis = Duration.toMillis(pinLinger)
-    /** Lingers run in the layer's scope: interrupted before the RcMap closes every database. */
-    const layerScope = yield* Effect.scope
+    const idleMillis = Duration.toMillis(config.idleTimeout)
+    const compactEveryMillis = Duration.toMillis(config.compactEvery)
+
+    // The store's timers, one fiber each whatever the number of open databases. Made after the
+    // RcMap, so they are interrupted before it closes every database.
+    /**
+     * A database whose last user left `pinLinger` ago (each `leave` re-arms it): idle now, its
+     * connections give back what they rebuild on next use; it closes `idleTimeout` later unless used.
+     */
+    const lingers = yield* Deadlines.make((id: DatabaseId) =>
+      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+        // Closed, or in use again: its users' last `leave` arms the next linger.
+        if (!pins.has(id) || (usage.get(id)?.users ?? 0) > 0) return Effect.void
+        trims.get(id)?.()
+        if (Number.isFinite(idleMillis)) idles.arm(id, now + idleMillis)
+        return Effect.void
+      })
+    )
+    /** A database unused for `pinLinger` and then `idleTimeout`: its shared reference goes, and it closes. */
+    const idles = yield* Deadlines.make((id: DatabaseId) =>
+      Effect.suspend(() => ((usage.get(id)?.users ?? 0) > 0 ? Effect.void : releasePin(id)))
+    )
+    /** Each open database's next compaction (see `openFile`). */
+    const compactions = yield* Deadlines.make((id: DatabaseId) => Effect.suspend(() => compactionJobs.get(id)?.run ?? Effect.void))
 
     /** A fault found in an open database: reported, and the database closes once its users let go. */
     const faulted = (error: StorageFault) =>
@@ -486,7 +534,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       if (entry.users > 0) return Effect.void
       if (!opened.has(id)) usage.delete(id)
       // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
-      return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id), evictOverCapacity)
+      return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id, now), evictOverCapacity)
     }
 
     const unuse = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.suspend(() => leave(id, now)))
@@ -500,33 +548,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         return Scope.close(pin, Exit.void)
       })
 
-    /** Databases whose shared reference waits out its linger (one fiber each, re-armed, never one per request). */
-    const lingering = new Set<DatabaseId>()
-
-    /** Releases the shared reference of `id` once it has been unused for `pinLinger`; stops while it has users. */
-    const lingerThenRelease = (id: DatabaseId): Effect.Effect<void> =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const entry = usage.get(id)
-        if (!pins.has(id) || (entry !== undefined && entry.users > 0)) {
-          // Gone, or in use again: its users' last `unuse` arms the next linger.
-          lingering.delete(id)
-          return Effect.void
-        }
-        const remaining = entry === undefined ? 0 : entry.lastUsed + lingerMillis - now
-        if (remaining > 0) return Effect.zipRight(Effect.sleep(remaining), lingerThenRelease(id))
-        lingering.delete(id)
-        // Idle now: its connections give back what they rebuild on next use.
-        trims.get(id)?.()
-        return Effect.uninterruptible(releasePin(id))
-      })
-
-    /** Starts the linger of a database whose last user just left, unless one is already running. */
-    const linger = (id: DatabaseId) =>
-      Effect.suspend(() => {
-        if (lingering.has(id) || !pins.has(id)) return Effect.void
-        lingering.add(id)
-        // Interruptible: `unuse` runs as a finalizer, and a fork inherits its uninterruptibility (shutdown would wait out the sleep).
-        return Effect.asVoid(Effect.forkIn(Effect.interruptible(Effect.zipRight(Effect.sleep(pinLinger), lingerThenRelease(id))), layerScope))
+    /** Starts (again) the linger of a database whose last user just left at `now`. */
+    const linger = (id: DatabaseId, now: number) =>
+      Effect.sync(() => {
+        if (!pins.has(id)) return
+        idles.disarm(id)
+        lingers.arm(id, now + lingerMillis)
       })
 
     /** Takes the shared reference of a database in use (by the calling activation, so `users` > 0). */

@@ -56,8 +56,11 @@ export interface Raw {
 }
 
 export interface Opened {
+  /** The @effect/sql face: built on first use (a lazy connection's again after `Raw.trim`). */
   readonly sql: Client.SqlClient
   readonly raw: Raw
+  /** Whether the @effect/sql face exists now (see `sql`). */
+  readonly faceBuilt: () => boolean
 }
 
 export interface Options {
@@ -80,10 +83,12 @@ const sqlError = (message: string) => (cause: unknown) => new SqlError({ cause, 
 
 /** SQLite's statement compiler: stateless, so one for every connection (not one each). */
 const compiler = Statement.makeCompilerSqlite()
+const spanAttributes: ReadonlyArray<readonly [string, unknown]> = [["db.system.name", "sqlite"]]
 
 /** Opens the file (WAL), closed with the scope. Mirrors `@effect/sql-sqlite-node`'s client. */
 export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope | Reactivity.Reactivity> =>
   Effect.gen(function* () {
+    const reactivity = yield* Reactivity.Reactivity
     /** The handle while the file is open (always, unless `lazy`). */
     let handle: Sqlite.Database | undefined
     /** Statements prepared on the handle, by face: dropped with it. */
@@ -189,64 +194,78 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     const run = (text: string, params: ReadonlyArray<unknown>, raw = false) =>
       Effect.flatMap(prepare(text), (s) => runStatement(s, params, raw))
 
-    const connection: Connection = {
-      execute(text, params, transformRows) {
-        return transformRows ? Effect.map(run(text, params), transformRows) : run(text, params)
-      },
-      executeRaw(text, params) {
-        return run(text, params, true)
-      },
-      executeValues(text, params) {
-        return Effect.acquireUseRelease(
-          prepare(text),
-          (statement) =>
-            Effect.try({
-              try: () => {
-                if (statement.reader) {
-                  statement.raw(true)
-                  return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
-                }
-                statement.run(...params)
-                return []
-              },
-              catch: sqlError("Failed to execute statement")
-            }),
-          (statement) => Effect.sync(() => statement.reader && statement.raw(false))
-        )
-      },
-      executeUnprepared(text, params, transformRows) {
-        const effect = Effect.flatMap(
-          Effect.try({ try: () => db().prepare(text), catch: sqlError("Failed to prepare statement ") }),
-          (s) => runStatement(s, params ?? [], false)
-        )
-        return transformRows ? Effect.map(effect, transformRows) : effect
-      },
-      // better-sqlite3 reads synchronously: the rows are read at once, then streamed.
-      executeStream(text, params, transformRows) {
-        return Stream.flatMap(Stream.fromEffect(run(text, params)), (rows) =>
-          Stream.fromIterable(transformRows ? transformRows(rows) : rows)
-        )
-      }
-    }
-
-    const semaphore = yield* Effect.makeSemaphore(1)
-    const acquirer = Effect.as(Effect.zipRight(semaphore.withPermits(1)(Effect.void), lease), connection)
-    const hold = Effect.uninterruptibleMask((restore) =>
-      Effect.zipRight(
+    /**
+     * The @effect/sql face, built on first use (`Opened.sql`): a lazy connection's hot path is
+     * `Raw.values`, and most open databases never run an @effect/sql statement on their read
+     * connection, so it would only keep the face's closures (~17 KiB of heap) per open database.
+     * A lazy connection drops it again once idle (see `trim`); a face still referenced keeps working,
+     * since every face shares the handle and the one permit below.
+     */
+    let face: Client.SqlClient | undefined
+    /** The permit of `hold` and of the face's transactions, made on first use (shared by every face). */
+    let semaphore: Effect.Semaphore | undefined
+    const permit = () => (semaphore ??= Effect.unsafeMakeSemaphore(1))
+    const hold: Effect.Effect<void, SqlError, Scope.Scope> = Effect.uninterruptibleMask((restore) => {
+      const s = permit()
+      return Effect.zipRight(
         Effect.zipRight(
-          restore(semaphore.take(1)),
-          Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, semaphore.release(1)))
+          restore(s.take(1)),
+          Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, s.release(1)))
         ),
         lease
       )
-    )
-    const transactionAcquirer = Effect.as(hold, connection)
-    const sql = yield* Client.make({
-      acquirer,
-      compiler,
-      transactionAcquirer,
-      spanAttributes: [["db.system.name", "sqlite"]]
     })
+    const makeFace = (): Client.SqlClient => {
+      const connection: Connection = {
+        execute(text, params, transformRows) {
+          return transformRows ? Effect.map(run(text, params), transformRows) : run(text, params)
+        },
+        executeRaw(text, params) {
+          return run(text, params, true)
+        },
+        executeValues(text, params) {
+          return Effect.acquireUseRelease(
+            prepare(text),
+            (statement) =>
+              Effect.try({
+                try: () => {
+                  if (statement.reader) {
+                    statement.raw(true)
+                    return statement.all(...params) as ReadonlyArray<ReadonlyArray<unknown>>
+                  }
+                  statement.run(...params)
+                  return []
+                },
+                catch: sqlError("Failed to execute statement")
+              }),
+            (statement) => Effect.sync(() => statement.reader && statement.raw(false))
+          )
+        },
+        executeUnprepared(text, params, transformRows) {
+          const effect = Effect.flatMap(
+            Effect.try({ try: () => db().prepare(text), catch: sqlError("Failed to prepare statement ") }),
+            (s) => runStatement(s, params ?? [], false)
+          )
+          return transformRows ? Effect.map(effect, transformRows) : effect
+        },
+        // better-sqlite3 reads synchronously: the rows are read at once, then streamed.
+        executeStream(text, params, transformRows) {
+          return Stream.flatMap(Stream.fromEffect(run(text, params)), (rows) =>
+            Stream.fromIterable(transformRows ? transformRows(rows) : rows)
+          )
+        }
+      }
+      const s = permit()
+      const acquirer = Effect.as(Effect.zipRight(s.withPermits(1)(Effect.void), lease), connection)
+      // `Client.make` is synchronous (it only reads `Reactivity`): built in place, on the caller's turn.
+      return Effect.runSync(
+        Client.make({ acquirer, compiler, transactionAcquirer: Effect.as(hold, connection), spanAttributes }).pipe(
+          Effect.provideService(Reactivity.Reactivity, reactivity)
+        )
+      )
+    }
+    const sqlFace = () => (face ??= makeFace())
+    if (options.lazy === undefined) sqlFace()
 
     const raw: Raw = {
       statement: (text) => {
@@ -274,6 +293,8 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
       isOpen: () => handle !== undefined,
       trim: () => {
         if (handle === undefined || handle.inTransaction || holders > 0) return
+        // Nothing holds the connection: a lazy one's face is built again on its next use.
+        if (options.lazy !== undefined) face = undefined
         prepared.clear()
         statements.clear()
         valueStatements.clear()
@@ -285,7 +306,13 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
         }
       }
     }
-    return { sql, raw }
+    return {
+      get sql() {
+        return sqlFace()
+      },
+      raw,
+      faceBuilt: () => face !== undefined
+    }
   })
 
 /**
