@@ -127,7 +127,19 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         // The database held for the read without a scope of its own (the store's cheap lease).
         return yield* databases.withDatabase(principal.databaseKey, (database) =>
-          planner.run({ view, principal, database: { id: database.id, sql: database.reader, values: database.values }, request })
+          planner.run({
+            view,
+            principal,
+            // The read client only if the planner needs it (its page goes through `values`): it is built on first use.
+            database: {
+              id: database.id,
+              get sql() {
+                return database.reader
+              },
+              values: database.values
+            },
+            request
+          })
         ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
       }).pipe(withLimits, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
 
