@@ -33,16 +33,17 @@ const mentions = (filter: RowScope.ScopeFilter, text: string): boolean => {
   }
 }
 
-const replace = (filter: RowScope.ScopeFilter, subject: string): RowScope.ScopeFilter => {
-  const value = (v: Scalar): Scalar => (v === subject ? parameter : v)
+/** `filter` with every value `from` replaced by `to`. */
+const replace = (filter: RowScope.ScopeFilter, from: string, to: string): RowScope.ScopeFilter => {
+  const value = (v: Scalar): Scalar => (v === from ? to : v)
   switch (filter.op) {
     case "and":
     case "or":
-      return { op: filter.op, filters: filter.filters.map((f) => replace(f, subject)) }
+      return { op: filter.op, filters: filter.filters.map((f) => replace(f, from, to)) }
     case "not":
-      return { op: "not", filter: replace(filter.filter, subject) }
+      return { op: "not", filter: replace(filter.filter, from, to) }
     case "exists":
-      return filter.where === undefined ? filter : { ...filter, where: replace(filter.where, subject) }
+      return filter.where === undefined ? filter : { ...filter, where: replace(filter.where, from, to) }
     case "isNull":
       return filter
     case "in":
@@ -60,5 +61,9 @@ const replace = (filter: RowScope.ScopeFilter, subject: string): RowScope.ScopeF
 export const template = (scope: RowScope.RowScope, subject: string): RowScope.RowScope | undefined => {
   if (scope._tag !== "Where") return scope
   if (subject === parameter || mentions(scope.filter, parameter)) return undefined
-  return RowScope.where(replace(scope.filter, subject))
+  return RowScope.where(replace(scope.filter, subject, parameter))
 }
+
+/** The scope `template` stands for with `subject`: `instantiate(template(scope, s), s)` is `scope`. */
+export const instantiate = (template: RowScope.RowScope, subject: string): RowScope.RowScope =>
+  template._tag === "Where" ? RowScope.where(replace(template.filter, parameter, subject)) : template
