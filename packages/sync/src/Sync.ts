@@ -324,10 +324,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      * The live tail of a database's streams: one hub per open database, fed by the writer's
      * published position (one subscription for all its streams; the writer only publishes and
      * returns). A stream that has sent everything up to its position waits in the hub; on each
-     * commit the hub reads the range once, in one read transaction, and replays it once per
-     * distinct kind of waiter (same position, catalog, scope and access) against lookups shared
-     * by the whole state (see `Wide`), so a commit costs per distinct view, not per stream.
-     * Each waiter gets the shared answer and seals its own checkpoint.
+     * commit the hub reads the range once, in one read transaction, and decides it once per
+     * template kind of waiter (same position, catalog, scope, and access up to the subject: the
+     * members of a project read by one rule), for all its subjects at once (`replayBySubject`
+     * over rows read once for all), so a commit costs per distinct rule, not per stream. Where
+     * that cannot be (the range changed a row the policy reads through, e.g. a membership), it
+     * replays once per kind (same access exactly) against lookups shared by the whole state
+     * (see `Wide`). Each waiter gets its subject's shared answer and seals its own checkpoint.
      */
     interface Waiter {
       /** Everything up to here was sent. */
@@ -390,7 +393,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           } catch (e) {
             if (e !== unread) throw e
           }
-          // Rows too many to share: each stream reads its own.
+          // Not missing but refused: more rows than one read may share, so each stream reads its own.
           if (missing === undefined) return undefined
           const [entity, field, value, key] = missing
           every.set(key, (yield* rows(view.catalog, database.reader).every(entity, field, value)) ?? null)
@@ -453,17 +456,17 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             const rangeAt = rangeKey(position, last)
             const newest = range.length > 0 ? range[range.length - 1]!.committedAt : undefined
             for (const group of groups.values()) {
-              // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
-              if ((sinceYield += group.length) >= 128) {
-                sinceYield = 0
-                yield* Effect.yieldNow()
-              }
               const first = group[0]!
               const bySubject = first.template === undefined ? undefined : yield* decideBySubject(database, shared, first.view, first.template, range)
               if (bySubject !== undefined) {
                 // One decision of the range for the whole group; each subject's answer shared by the subjects that decide alike.
                 const values = new Map<ReplayResult, Replayed>()
                 for (const waiter of group) {
+                  // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
+                  if (++sinceYield >= 128) {
+                    sinceYield = 0
+                    yield* Effect.yieldNow()
+                  }
                   const result = bySubject(waiter.subject)
                   let value = values.get(result)
                   if (value === undefined) values.set(result, (value = { result, newest }))
@@ -478,6 +481,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
                 else kinds.set(waiter.kind, [waiter])
               }
               for (const [kind, same] of kinds) {
+                if ((sinceYield += same.length) >= 128) {
+                  sinceYield = 0
+                  yield* Effect.yieldNow()
+                }
                 const one = same[0]!
                 let value = recall(database, rangeAt, kind)
                 if (value === undefined) {
