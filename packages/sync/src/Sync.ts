@@ -10,14 +10,15 @@ import { CatalogChanged, InvalidQuery, type PublicError, QueryBudgetExceeded } f
 import { type ChangesRequest, resnapshot, SyncChange, type SyncCheckpoint, type ResnapshotReason, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
 import { hotSpan } from "@cairn/domain/HotSpan"
-import type { RecordValue } from "@cairn/policy/Evaluate"
+import type { Lookup, RecordValue } from "@cairn/policy/Evaluate"
+import type { Scalar } from "@cairn/domain/QueryDocument"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Schema, Stream } from "effect"
-import { narrowingOf, replay, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
-import { makeWide, type Narrowing, peek, type Wide } from "./internal/rows.js"
-import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
+import { narrowingOf, replay, replayBySubject, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
+import { makeWide, type Narrowing, norm, peek, rows, type Wide } from "./internal/rows.js"
+import { type ResolvedScope, resolveScope, strip, subjectTemplate } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
@@ -43,6 +44,9 @@ const encodeChanges = (changes: ReadonlyArray<SyncChange>): string => {
   return `${text}]`
 }
 
+/** Thrown by a template kind's lookup whose rows are not read (yet, or at all: too many). */
+const unread = new (class Unread {})()
+
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
 
@@ -58,6 +62,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     interface Shared {
       readonly answers: Map<string, ReadonlyArray<RecordValue>>
       readonly wide: Wide
+      /** Unnarrowed lookups by (entity, field, value), for template kinds (see `decideBySubject`); null: too many rows. */
+      readonly every: Map<string, ReadonlyArray<RecordValue> | null>
     }
     const lookupCaches = new Map<string, Map<number, Shared>>()
     const lookupCache = (database: Database, position: number): Shared => {
@@ -69,7 +75,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       }
       let cache = byPosition.get(position)
       if (!cache) {
-        byPosition.set(position, (cache = { answers: new Map(), wide: makeWide() }))
+        byPosition.set(position, (cache = { answers: new Map(), wide: makeWide(), every: new Map() }))
         // Keep only the newest few states: streams read the latest one.
         for (const old of [...byPosition.keys()].sort((a, b) => a - b).slice(0, -4)) byPosition.delete(old)
       }
@@ -318,10 +324,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      * The live tail of a database's streams: one hub per open database, fed by the writer's
      * published position (one subscription for all its streams; the writer only publishes and
      * returns). A stream that has sent everything up to its position waits in the hub; on each
-     * commit the hub reads the range once, in one read transaction, and replays it once per
-     * distinct kind of waiter (same position, catalog, scope and access) against lookups shared
-     * by the whole state (see `Wide`), so a commit costs per distinct view, not per stream.
-     * Each waiter gets the shared answer and seals its own checkpoint.
+     * commit the hub reads the range once, in one read transaction, and decides it once per
+     * template kind of waiter (same position, catalog, scope, and access up to the subject: the
+     * members of a project read by one rule), for all its subjects at once (`replayBySubject`
+     * over rows read once for all), so a commit costs per distinct rule, not per stream. Where
+     * that cannot be (the range changed a row the policy reads through, e.g. a membership), it
+     * replays once per kind (same access exactly) against lookups shared by the whole state
+     * (see `Wide`). Each waiter gets its subject's shared answer and seals its own checkpoint.
      */
     interface Waiter {
       /** Everything up to here was sent. */
@@ -332,6 +341,11 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       readonly scope: ResolvedScope
       /** Names what the stream is sent of a range: its catalog, scope and access (see `kindOf`). */
       readonly kind: string
+      readonly subject: string
+      /** The scope as a template over the subject (see `subjectTemplate`), if it has one. */
+      readonly template: ResolvedScope | undefined
+      /** The streams a round decides together: the template's kind, else the stream's. */
+      readonly group: string
       readonly narrowing: Narrowing
       /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
       readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
@@ -354,6 +368,38 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     const hubLock = yield* Effect.makeSemaphore(1)
     const kick = (hub: Hub) => Deferred.unsafeDone(hub.wake, Exit.void)
 
+    /**
+     * The range decided once for every stream of a template kind (`replayBySubject`), over
+     * unnarrowed rows shared by the state's readers (each read once, when first needed);
+     * undefined when it cannot be (then each kind is replayed on its own).
+     */
+    const decideBySubject = (database: Database, shared: Shared, view: View, template: ResolvedScope, range: ReadonlyArray<Log.Commit>) =>
+      Effect.gen(function* () {
+        const every = shared.every
+        for (;;) {
+          let missing: readonly [string, string, Scalar, string] | undefined
+          const lookup: Lookup = (entity, field, value) => {
+            const key = `${entity}\u0000${field}\u0000${norm(value)}`
+            const found = every.get(key)
+            if (found === undefined) {
+              missing = [entity, field, value, key]
+              throw unread
+            }
+            if (found === null) throw unread
+            return found
+          }
+          try {
+            return replayBySubject(view.catalog, template, range, lookup)
+          } catch (e) {
+            if (e !== unread) throw e
+          }
+          // Not missing but refused: more rows than one read may share, so each stream reads its own.
+          if (missing === undefined) return undefined
+          const [entity, field, value, key] = missing
+          every.set(key, (yield* rows(view.catalog, database.reader).every(entity, field, value)) ?? null)
+        }
+      })
+
     /** Serves every waiter behind the database's position, in one read transaction. */
     const round = (database: Database, hub: Hub) =>
       Effect.suspend(() => {
@@ -367,7 +413,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           for (const waiter of hub.waiters) if (waiter.position < last) taken.push(waiter)
           for (const waiter of taken) hub.waiters.delete(waiter)
           if (taken.length === 0) return
-          // Group identical waiters (by position, then kind); read the commits once, from the oldest position any needs.
+          // Group waiters (by position, then template kind or kind); read the commits once, from the oldest position any needs.
           const byPosition = new Map<number, Map<string, Array<Waiter>>>()
           let from = last
           for (const waiter of taken) {
@@ -378,9 +424,9 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             }
             let kinds = byPosition.get(waiter.position)
             if (kinds === undefined) byPosition.set(waiter.position, (kinds = new Map()))
-            const group = kinds.get(waiter.kind)
+            const group = kinds.get(waiter.group)
             if (group) group.push(waiter)
-            else kinds.set(waiter.kind, [waiter])
+            else kinds.set(waiter.group, [waiter])
             if (waiter.position < from) from = waiter.position
           }
           if (byPosition.size === 0) return
@@ -388,49 +434,76 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const shared = lookupCache(database, last)
           const recordLag = yield* SyncMetrics.lagRecorder
           let sinceYield = 0
-          for (const [position, kinds] of byPosition) {
+          /** Sends `value` to `waiter` directly when it can, else leaves it the answer to send. */
+          const deliver = (waiter: Waiter, value: Replayed) => {
+            if (waiter.gone) return
+            const result = value.result
+            if (waiter.direct !== undefined && result._tag === "Changes") {
+              value.encoded ??= encodeChanges(result.changes)
+              const checkpoint = waiter.direct.checkpointJson(last)
+              if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
+                // Sent: the stream stays in the hub, one commit further.
+                waiter.position = last
+                hub.waiters.add(waiter)
+                if (value.newest !== undefined) recordLag(value.newest)
+                return
+              }
+            }
+            answers.set(waiter, { _tag: "Replayed", last, replayed: value })
+          }
+          for (const [position, groups] of byPosition) {
             const range = position === from ? commits : commits.filter((c) => c.position > position)
             const rangeAt = rangeKey(position, last)
-            for (const [kind, group] of kinds) {
-              // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
-              if ((sinceYield += group.length) >= 128) {
-                sinceYield = 0
-                yield* Effect.yieldNow()
-              }
+            const newest = range.length > 0 ? range[range.length - 1]!.committedAt : undefined
+            for (const group of groups.values()) {
               const first = group[0]!
-              let value = recall(database, rangeAt, kind)
-              if (value === undefined) {
-                const options = {
-                  catalog: first.view.catalog,
-                  scope: first.scope,
-                  commits: range,
-                  maxDependents: config.maxDependents,
-                  cache: shared.answers,
-                  wide: shared.wide,
-                  narrowing: first.narrowing,
-                  peek: peek(shared.answers, first.narrowing, shared.wide)
-                }
-                // Without a statement (nor the effect machinery) when the shared lookups answer it all.
-                const result = replaySync(options) ?? (yield* replay({ ...options, reader }))
-                value = { result, newest: range.length > 0 ? range[range.length - 1]!.committedAt : undefined }
-                remember(database, rangeAt, kind, value)
-              }
-              const served: Served = { _tag: "Replayed", last, replayed: value }
-              const result = value.result
-              for (const waiter of group) {
-                if (waiter.gone) continue
-                if (waiter.direct !== undefined && result._tag === "Changes") {
-                  value.encoded ??= encodeChanges(result.changes)
-                  const checkpoint = waiter.direct.checkpointJson(last)
-                  if (waiter.direct.sink.offer(`{"_tag":"SyncBatch","changes":${value.encoded},"checkpoint":${checkpoint}}`)) {
-                    // Sent: the stream stays in the hub, one commit further.
-                    waiter.position = last
-                    hub.waiters.add(waiter)
-                    if (value.newest !== undefined) recordLag(value.newest)
-                    continue
+              const bySubject = first.template === undefined ? undefined : yield* decideBySubject(database, shared, first.view, first.template, range)
+              if (bySubject !== undefined) {
+                // One decision of the range for the whole group; each subject's answer shared by the subjects that decide alike.
+                const values = new Map<ReplayResult, Replayed>()
+                for (const waiter of group) {
+                  // Let other fibers (the writer's acknowledgements, the exchanges writing what was sent) run in between.
+                  if (++sinceYield >= 128) {
+                    sinceYield = 0
+                    yield* Effect.yieldNow()
                   }
+                  const result = bySubject(waiter.subject)
+                  let value = values.get(result)
+                  if (value === undefined) values.set(result, (value = { result, newest }))
+                  deliver(waiter, value)
                 }
-                answers.set(waiter, served)
+                continue
+              }
+              const kinds = new Map<string, Array<Waiter>>()
+              for (const waiter of group) {
+                const same = kinds.get(waiter.kind)
+                if (same) same.push(waiter)
+                else kinds.set(waiter.kind, [waiter])
+              }
+              for (const [kind, same] of kinds) {
+                if ((sinceYield += same.length) >= 128) {
+                  sinceYield = 0
+                  yield* Effect.yieldNow()
+                }
+                const one = same[0]!
+                let value = recall(database, rangeAt, kind)
+                if (value === undefined) {
+                  const options = {
+                    catalog: one.view.catalog,
+                    scope: one.scope,
+                    commits: range,
+                    maxDependents: config.maxDependents,
+                    cache: shared.answers,
+                    wide: shared.wide,
+                    narrowing: one.narrowing,
+                    peek: peek(shared.answers, one.narrowing, shared.wide)
+                  }
+                  // Without a statement (nor the effect machinery) when the shared lookups answer it all.
+                  const result = replaySync(options) ?? (yield* replay({ ...options, reader }))
+                  value = { result, newest }
+                  remember(database, rangeAt, kind, value)
+                }
+                for (const waiter of same) deliver(waiter, value)
               }
             }
           }
@@ -558,7 +631,9 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const checkpoints = SyncCursor.streamCheckpoints(sealer, binding)
           const checkpointAt = checkpoints.at
           const kind = kindOf(view, scope)
-          const spec = { view, scope, kind, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
+          const template = subjectTemplate(scope, principal.subject)
+          const group = template === undefined ? `kind|${kind}` : `template|${kindOf(view, template)}`
+          const spec = { view, scope, kind, subject: principal.subject, template, group, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           type State = { readonly position: number; readonly first: boolean }
           return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>

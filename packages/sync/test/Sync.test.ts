@@ -469,6 +469,48 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("live streams of one policy template but different memberships get different change lists from one commit, and a membership change in the range is decided per subject", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { p2, t1, t2 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const dave = who("dave")
+        // alice owns P1, carol views it, bob owns P2, dave is a member of nothing (yet): one template, four views.
+        const streams = yield* Effect.forEach([alice, carol, bob, dave], (caller) =>
+          Effect.gen(function* () {
+            const snap = yield* snapshotAll(db, caller, tasksOnly)
+            const received: Array<SyncMessage> = []
+            const fiber = yield* sync.changes(caller, yield* viewOf(caller), db, { scope: tasksOnly, cursor: snap.checkpoint.cursor }).pipe(
+              Stream.takeUntil((m) => m._tag === "Resnapshot" || m.checkpoint.position === Position.encode(9)),
+              Stream.runForEach((m) => Effect.sync(() => received.push(m))),
+              Effect.fork
+            )
+            return { caller, snap, fiber, received }
+          })
+        )
+        // Every stream caught up (its first batch, read by itself): the commits below reach them through the hub.
+        yield* Effect.repeat(Effect.yieldNow(), { until: () => streams.every((s) => s.received.length > 0) })
+        yield* run(alice, "Task", "rename", { title: "Seen by P1" }, t1)
+        yield* run(erin, "Member", "add", { projectId: p2, subject: "dave", role: "viewer", email: "dave@example.com" })
+        yield* run(bob, "Task", "rename", { title: "Seen by P2" }, t2)
+        const got = new Map<string, ReadonlyArray<string>>()
+        for (const { caller, snap, fiber, received: messages } of streams) {
+          yield* Fiber.join(fiber)
+          got.set(caller.subject, kinds(messages))
+          if (caller !== dave) {
+            for (const m of messages) applyBatch(snap.records, m)
+            assert.deepStrictEqual(snap.records, yield* visibleTo(db, caller, tasksOnly))
+          }
+        }
+        assert.deepStrictEqual(got.get("alice"), [`Upsert Task/${t1}`])
+        assert.deepStrictEqual(got.get("carol"), [`Upsert Task/${t1}`])
+        assert.deepStrictEqual(got.get("bob"), [`Upsert Task/${t2}`])
+        // dave's own membership makes an untouched task visible: he starts again, whichever batches the hub made.
+        assert.deepStrictEqual(got.get("dave"), ["Resnapshot access_changed"])
+      })
+    ))
+
   it.scoped("a task moved between projects leaves one member's stream and enters the other's; a rename in between reaches only its project's members", () =>
     withEngine(
       Effect.gen(function* () {

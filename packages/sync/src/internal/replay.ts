@@ -14,7 +14,8 @@ import type { RowScope } from "@cairn/catalog"
 import type { Catalog } from "@cairn/catalog/Catalog"
 import type { Scalar } from "@cairn/domain/QueryDocument"
 import type { SyncChange } from "@cairn/domain/Sync"
-import { inScope, inScopeEffect, type Lookup, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
+import { type BySubject, forSubject, inScope, inScopeBySubject, inScopeEffect, type Lookup, type LookupEffect, type RecordValue } from "@cairn/policy/Evaluate"
+import * as SubjectTemplate from "@cairn/policy/SubjectTemplate"
 import { Effect } from "effect"
 import { type Narrowing, norm, rows, type Wide } from "./rows.js"
 import { entryFilter, type ResolvedScope, type ScopeEntry, strip } from "./scope.js"
@@ -540,4 +541,68 @@ const decideDirectly = (
     }
   }
   return inOrder(decided)
+}
+
+/** What each subject of a template kind is sent of a range (see `replayBySubject`). */
+export type BySubjectResult = (subject: string) => ReplayResult
+
+/**
+ * `decideDirectly` for every subject at once: `scope` is a template (`SubjectTemplate`) shared
+ * by streams whose scopes differ only in their subject, and each touched record is decided
+ * once for all of them (`inScopeBySubject`, over `lookup`'s rows of every subject). A subject
+ * is then sent what its own scope would decide: the records' visibility at the start and now
+ * for that subject, the same change objects for every subject that decides alike. Undefined
+ * where `decideDirectly` is (a touched row is one the policy reads through) or where the
+ * template cannot be decided per subject; then each stream is replayed on its own.
+ */
+export const replayBySubject = (catalog: Catalog, scope: ResolvedScope, commits: ReadonlyArray<LogCommit>, lookupNow: Lookup): BySubjectResult | undefined => {
+  const touched = touchedShared(commits)
+  for (const entry of scope.entries) {
+    if (entry.rowScope._tag !== "Where") continue
+    for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return undefined
+  }
+  const lookupStart: Lookup = (entity, field, value) => undoTouched(lookupNow(entity, field, value), touched, entity, field, value)
+  const never: BySubject<boolean> = { otherwise: false, only: new Map() }
+  const records: Array<{ readonly entry: ScopeEntry; readonly id: string; readonly t: Touched; readonly before: BySubject<boolean>; readonly after: BySubject<boolean> }> = []
+  /** Subjects some record decides apart from the rest. */
+  const apart = new Set<string>()
+  for (const entry of scope.entries) {
+    const changedRows = touched.get(entry.entity.name)
+    if (!changedRows || entry.rowScope._tag === "None") continue
+    const filter = entryFilter(entry)
+    const reads = rootReads(catalog, entry)
+    for (const [id, t] of changedRows) {
+      const before = t.first === null ? never : inScopeBySubject(catalog, entry.entity.name, filter, t.first, SubjectTemplate.parameter, lookupStart)
+      // As in `decideDirectly`: the rows read through are the same at the start and now.
+      const after =
+        t.last === null
+          ? never
+          : t.first !== null && reads !== undefined && reads.every((f) => norm(t.first![f]) === norm(t.last![f]))
+            ? before
+            : inScopeBySubject(catalog, entry.entity.name, filter, t.last, SubjectTemplate.parameter, lookupNow)
+      if (before === undefined || after === undefined) return undefined
+      for (const s of before.only.keys()) apart.add(s)
+      for (const s of after.only.keys()) apart.add(s)
+      records.push({ entry, id, t, before, after })
+    }
+  }
+  const decideFor = (subject: string | undefined) => {
+    const decided: Decided = []
+    for (const r of records) {
+      const at = <T>(b: BySubject<T>) => (subject === undefined ? b.otherwise : forSubject(b, subject))
+      decide(decided, r.entry, r.id, r.t, at(r.before), at(r.after))
+    }
+    return inOrder(decided)
+  }
+  // One answer for every subject no record sets apart, one per distinct set of decisions of the others.
+  const common = decideFor(undefined)
+  const byDecisions = new Map<string, ReplayResult>()
+  return (subject) => {
+    if (!apart.has(subject)) return common
+    let key = ""
+    for (const r of records) key += `${forSubject(r.before, subject) ? 1 : 0}${forSubject(r.after, subject) ? 1 : 0}`
+    let found = byDecisions.get(key)
+    if (found === undefined) byDecisions.set(key, (found = decideFor(subject)))
+    return found
+  }
 }

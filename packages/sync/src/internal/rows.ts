@@ -43,6 +43,8 @@ export interface Rows {
   readonly where: (entity: string, field: string, values: ReadonlyArray<Scalar>) => Effect.Effect<ReadonlyArray<RecordValue>, SqlError.SqlError>
   /** The evaluator's lookup, cached for the life of this value. */
   readonly lookup: LookupEffect<SqlError.SqlError, never>
+  /** Every row of `entity` whose `field` is `value`, unnarrowed; undefined when there are more than a shared read may hold. */
+  readonly every: (entity: string, field: string, value: Scalar) => Effect.Effect<ReadonlyArray<RecordValue> | undefined, SqlError.SqlError>
 }
 
 /**
@@ -201,5 +203,7 @@ export const rows = (
       return Effect.succeed(fromWide(shared!, also, cache, key))
     })
   }
-  return { where, lookup }
+  const every: Rows["every"] = (entity, field, value) =>
+    Effect.map(selectAtMost(entity, field, value, wideRows + 1), (all) => (all.length > wideRows ? undefined : all))
+  return { where, lookup, every }
 }

@@ -12,6 +12,7 @@ import { type View } from "@cairn/catalog/View"
 import { type Filter, idOperators } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, type QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import { type SyncScope } from "@cairn/domain/Sync"
+import * as SubjectTemplate from "@cairn/policy/SubjectTemplate"
 import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query/FilterDecoder"
 import { Effect } from "effect"
 
@@ -106,19 +107,38 @@ export const resolveScope = (
     }
     if (issues.length > 0) return Effect.fail(new InvalidQuery({ message: "The sync scope is not valid.", issues }))
     const scopeDigest = digest({ v: 1, scope })
-    // The fields the principal may NOT see: revealing or hiding one changes it (the replica's
-    // records would be wrong), while a field the catalog adds (stored rows hold no value for it)
-    // leaves it as it was, so an additive catalog change keeps cursors.
-    const accessDigest = digest({
-      v: 2,
-      entries: entries.map((e) => ({
-        entity: e.entity.name,
-        rows: e.rowScope,
-        hidden: e.entity.fields.filter((f) => !e.fields.includes(f)).map((f) => f.name)
-      }))
-    })
-    return Effect.succeed({ entries, byEntity: new Map(entries.map((e) => [e.entity.name, e])), scopeDigest, accessDigest })
+    return Effect.succeed({ entries, byEntity: new Map(entries.map((e) => [e.entity.name, e])), scopeDigest, accessDigest: accessDigestOf(entries) })
   })
+
+/**
+ * The row scopes, and the fields the principal may NOT see: revealing or hiding one changes it
+ * (the replica's records would be wrong), while a field the catalog adds (stored rows hold no
+ * value for it) leaves it as it was, so an additive catalog change keeps cursors.
+ */
+const accessDigestOf = (entries: ReadonlyArray<ScopeEntry>) =>
+  digest({
+    v: 2,
+    entries: entries.map((e) => ({
+      entity: e.entity.name,
+      rows: e.rowScope,
+      hidden: e.entity.fields.filter((f) => !e.fields.includes(f)).map((f) => f.name)
+    }))
+  })
+
+/**
+ * The scope with every row scope a template over `subject` (see `SubjectTemplate`): streams
+ * whose templates' access digests are equal read rows by one rule up to their subject.
+ * Undefined when some row scope has no template.
+ */
+export const subjectTemplate = (scope: ResolvedScope, subject: string): ResolvedScope | undefined => {
+  const entries: Array<ScopeEntry> = []
+  for (const entry of scope.entries) {
+    const rowScope = SubjectTemplate.template(entry.rowScope, subject)
+    if (rowScope === undefined) return undefined
+    entries.push({ ...entry, rowScope })
+  }
+  return { entries, byEntity: new Map(entries.map((e) => [e.entity.name, e])), scopeDigest: scope.scopeDigest, accessDigest: accessDigestOf(entries) }
+}
 
 /** The record as the principal may see it: `id` and visible fields only. */
 export const strip = (entry: ScopeEntry, record: Readonly<Record<string, unknown>>): Record<string, unknown> => {
