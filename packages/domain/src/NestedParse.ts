@@ -234,22 +234,41 @@ class Compiler {
       return { name: ps.name, optional: ps.isOptional, parse: this.parserOf(ps.type) }
     })
     const indexes = indexSignatures.map((is) => ({ key: this.parserOf(is.parameter), keys: keysOf(is.parameter), value: this.parserOf(is.type) }))
-    const expected =
-      indexes.length === 0 ? (key: PropertyKey) => names.has(key) : (key: PropertyKey) => names.has(key) || indexes.some((is) => is.key(key) !== refused)
-    return (u) => {
-      if (typeof u !== "object" || u === null || Array.isArray(u)) return refused
-      const input = u as Record<PropertyKey, unknown>
-      // Every own key, in `Reflect.ownKeys` order: names, then symbols (two calls cost half of that one).
-      for (const key of Object.getOwnPropertyNames(input)) if (!expected(key)) return refused
-      for (const key of Object.getOwnPropertySymbols(input)) if (!expected(key)) return refused
+    const expected = (key: PropertyKey) => names.has(key) || indexes.some((is) => is.key(key) !== refused)
+    /** The fields into a fresh object, in the schema's order, or `refused`. */
+    const fieldsOf = (input: Record<PropertyKey, unknown>): Record<PropertyKey, unknown> | typeof refused => {
       const output: Record<PropertyKey, unknown> = {}
-      for (const field of fields) {
+      for (let i = 0; i < fields.length; i++) {
+        const field = fields[i]!
         // A missing optional field is left out; a missing required one is parsed as what reading it gives.
         if (field.optional && !hasOwn(input, field.name)) continue
         const v = field.parse(input[field.name])
         if (v === refused) return refused
         output[field.name] = v
       }
+      return output
+    }
+    if (indexes.length === 0) {
+      // A struct (the usual case): every own key must be a field's name.
+      return (u) => {
+        if (typeof u !== "object" || u === null || Array.isArray(u)) return refused
+        const input = u as Record<PropertyKey, unknown>
+        // Own names, then own symbols: `Reflect.ownKeys`, at half its cost. More names than
+        // fields means one at least is unexpected.
+        const own = Object.getOwnPropertyNames(input)
+        if (own.length > fields.length) return refused
+        for (let i = 0; i < own.length; i++) if (!names.has(own[i]!)) return refused
+        if (Object.getOwnPropertySymbols(input).length > 0) return refused
+        return fieldsOf(input)
+      }
+    }
+    return (u) => {
+      if (typeof u !== "object" || u === null || Array.isArray(u)) return refused
+      const input = u as Record<PropertyKey, unknown>
+      for (const key of Object.getOwnPropertyNames(input)) if (!expected(key)) return refused
+      for (const key of Object.getOwnPropertySymbols(input)) if (!expected(key)) return refused
+      const output = fieldsOf(input)
+      if (output === refused) return refused
       for (const is of indexes) {
         for (const key of is.keys(input)) {
           if (is.key(key) === refused) continue

@@ -271,6 +271,7 @@ describe("nestedParse", () => {
       Schema.Struct({ id: Schema.String }, Schema.Record({ key: Schema.String.pipe(Schema.minLength(2)), value: Schema.Union(Schema.String, Schema.Number) })),
       fc.dictionary(fc.constantFrom("id", "ab", "a", "10", "2", "xyz"), fc.oneof(fc.string({ maxLength: 2 }), fc.integer(), fc.boolean()))
     ],
+    ["record", Schema.Record({ key: Schema.String, value: Schema.Number }), fc.dictionary(fc.string({ maxLength: 3 }), fc.integer(), { maxKeys: 3 })],
     [
       "record over a transformed field",
       Schema.Struct({ n: Schema.NumberFromString }, Schema.Record({ key: Schema.String, value: Schema.Union(Schema.String, Schema.Number) })),
