@@ -7,6 +7,7 @@
 import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
 import * as Redaction from "./Redaction.js"
+import { nestedParse } from "./NestedParse.js"
 import { plainParse } from "./PlainParse.js"
 import { strictParse } from "./StrictParse.js"
 
@@ -164,13 +165,17 @@ export const decodeStrict = <A, I, E>(
   onIssues: (issues: ReadonlyArray<Issue>) => E,
   prefix = ""
 ) => {
-  const decodeFirst = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "first" })
+  const strictFirst = { onExcessProperty: "error", errors: "first" } as const
+  const decodeFirst = Schema.decodeUnknown(schema, strictFirst)
   // The usual case, synchronously: a valid input costs no effect of its own (anything else,
   // including a schema that is not synchronous, takes the path below, which answers as before).
-  const quick = strictParse(
+  // A schema the nested parser compiles is answered by it; one it does not (a field decoded by
+  // code of its own, such as a date), or an input it is unsure of, by the strict parse, which a
+  // flat struct answers through its cheaper lenient parse where that cannot differ.
+  const quick = nestedParse(
     schema.ast,
-    Schema.decodeUnknownEither(schema, { onExcessProperty: "error", errors: "first" }),
-    plainParse(schema.ast, Schema.decodeUnknownEither(schema, { errors: "first" }))
+    strictFirst,
+    strictParse(schema.ast, Schema.decodeUnknownEither(schema, strictFirst), plainParse(schema.ast, Schema.decodeUnknownEither(schema, { errors: "first" })))
   )
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>

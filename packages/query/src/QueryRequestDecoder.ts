@@ -10,7 +10,7 @@ import { Effect } from "effect"
 import { decodeStrict } from "@cairn/domain/Decode"
 import { type InvalidQuery, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { QueryRequest } from "@cairn/domain/Query"
-import { decodeFilter, malformed } from "./FilterDecoder.js"
+import { checkFilter, malformed } from "./FilterDecoder.js"
 import { QueryLimits, type QueryLimitsShape } from "./QueryLimits.js"
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
@@ -19,36 +19,36 @@ const invalid = malformed("query")
 const decodeRequest = decodeStrict(QueryRequest, invalid)
 
 /** The planner's select and order budgets, on the raw document: counting costs nothing next to decoding. */
-const checkSizes = (query: Record<string, unknown>, limits: QueryLimitsShape): Effect.Effect<void, QueryBudgetExceeded> => {
+const sizeProblem = (query: Record<string, unknown>, limits: QueryLimitsShape): QueryBudgetExceeded | undefined => {
   const select = query["select"]
   const selected = isObject(select) ? Object.keys(select).length : 0
   if (selected > limits.maxProjection) {
-    return Effect.fail(
-      new QueryBudgetExceeded({
-        limit: "maxProjection",
-        message: `/query/select: ${selected} outputs requested; at most ${limits.maxProjection} are allowed. Select fewer paths.`
-      })
-    )
+    return new QueryBudgetExceeded({
+      limit: "maxProjection",
+      message: `/query/select: ${selected} outputs requested; at most ${limits.maxProjection} are allowed. Select fewer paths.`
+    })
   }
   const order = query["order"]
   if (Array.isArray(order) && order.length > limits.maxOrderTerms) {
-    return Effect.fail(
-      new QueryBudgetExceeded({
-        limit: "maxOrderTerms",
-        message: `/query/order: ${order.length} order terms; at most ${limits.maxOrderTerms} are allowed. Order by fewer paths.`
-      })
-    )
+    return new QueryBudgetExceeded({
+      limit: "maxOrderTerms",
+      message: `/query/order: ${order.length} order terms; at most ${limits.maxOrderTerms} are allowed. Order by fewer paths.`
+    })
   }
-  return Effect.void
+  return undefined
 }
 
-
-/** Decodes a raw `query` request; every failure is `invalid_query` (or a filter too large to look at). */
+/**
+ * Decodes a raw `query` request; every failure is `invalid_query` (or a filter too large to look at).
+ * The checks before the schema are plain calls, not effects of their own: this runs once per read.
+ */
 export const decodeQueryRequest = (raw: unknown): Effect.Effect<QueryRequest, InvalidQuery | QueryBudgetExceeded, QueryLimits> =>
-  Effect.gen(function* () {
+  Effect.flatMap(QueryLimits, (limits) => {
     if (isObject(raw) && isObject(raw["query"])) {
-      yield* checkSizes(raw["query"], yield* QueryLimits)
-      if (raw["query"]["where"] !== undefined) yield* decodeFilter(raw["query"]["where"], "/query/where", invalid)
+      const problem =
+        sizeProblem(raw["query"], limits) ??
+        (raw["query"]["where"] !== undefined ? checkFilter(raw["query"]["where"], "/query/where", limits, invalid) : undefined)
+      if (problem !== undefined) return Effect.fail(problem)
     }
-    return yield* decodeRequest(raw)
+    return decodeRequest(raw)
   })

@@ -4,7 +4,8 @@
 // many, reported by its first problem; a small one with many mistakes lists 20 places and
 // a summary. Sizes and counts are asserted, never time.
 import { assert, layer } from "@effect/vitest"
-import { Effect } from "effect"
+import { Effect, Schema } from "effect"
+import { QueryRequest } from "@cairn/domain/Query"
 import { isSummaryIssue, maxIssues } from "@cairn/domain/Decode"
 import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
 import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
@@ -102,5 +103,39 @@ layer(QueryLimits.layer())("decodeQueryRequest", (it) => {
       assert.deepStrictEqual(error.issues, [
         { path: "/query/order/0/direction", message: `Expected "asc", actual a string of 2 characters or Expected "desc", actual a string of 2 characters` }
       ])
+    }))
+
+  it.effect("a valid request decodes to what Effect's strict parse gives, key for key; an invalid one fails as it does", () =>
+    Effect.gen(function* () {
+      const select = { id: { path: ["id"] }, constructor: { path: ["title"] }, "0": { path: ["status"] } }
+      const requests = [
+        { query: { version: 1, from: { kind: "entity", name: "Task" }, where: { op: "eq", path: ["assigneeId"], value: "u1" }, select, page: { first: 50 } } },
+        {
+          ifCatalog: "c",
+          query: {
+            page: { after: "x", first: 2 },
+            order: [{ direction: "desc", path: ["priority"] }],
+            select,
+            where: { op: "and", filters: [{ op: "in", path: ["status"], value: ["open", null] }, { op: "not", filter: { op: "isNull", path: ["project", "name"] } }] },
+            from: { name: "Task", kind: "entity" },
+            version: 1
+          }
+        }
+      ]
+      const strict = Schema.decodeUnknownSync(QueryRequest, { onExcessProperty: "error" })
+      for (const request of requests) {
+        const decoded = yield* decodeQueryRequest(request)
+        const expected = strict(request)
+        assert.deepStrictEqual(decoded, expected)
+        // Same key order at every level (the schema's, then a record's own), fresh objects as Effect makes them.
+        assert.strictEqual(JSON.stringify(decoded), JSON.stringify(expected))
+        assert.notStrictEqual<unknown>(decoded.query, request.query)
+        assert.notStrictEqual<unknown>(decoded.query.select, request.query.select)
+      }
+      const nested = yield* Effect.flip(
+        decodeQueryRequest({ query: { ...requests[0]!.query, from: { kind: "entity", name: "Task", extra: 1 } } })
+      )
+      assert.strictEqual(nested._tag, "InvalidQuery")
+      assert.deepStrictEqual("issues" in nested ? nested.issues?.map((i) => i.path) : undefined, ["/query/from/extra"])
     }))
 })
