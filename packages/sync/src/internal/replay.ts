@@ -505,6 +505,15 @@ export const replaySync = (
   }
 }
 
+/** Whether the range touched a row some row scope of `scope` reads through (then untouched records may change visibility). */
+const readsTouched = (catalog: Catalog, scope: ResolvedScope, touched: Map<string, Map<string, Touched>>): boolean => {
+  for (const entry of scope.entries) {
+    if (entry.rowScope._tag !== "Where") continue
+    for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return true
+  }
+  return false
+}
+
 /**
  * `replaying` without its generator, when no row the range touched is one the scope's policy
  * reads through (then no untouched record can change visibility, so step 1 answers no and
@@ -517,10 +526,7 @@ const decideDirectly = (
   lookupNow: Lookup,
   lookupStart: Lookup
 ): ReplayResult | undefined => {
-  for (const entry of scope.entries) {
-    if (entry.rowScope._tag !== "Where") continue
-    for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return undefined
-  }
+  if (readsTouched(catalog, scope, touched)) return undefined
   const decided: Decided = []
   for (const entry of scope.entries) {
     const changedRows = touched.get(entry.entity.name)
@@ -557,10 +563,7 @@ export type BySubjectResult = (subject: string) => ReplayResult
  */
 export const replayBySubject = (catalog: Catalog, scope: ResolvedScope, commits: ReadonlyArray<LogCommit>, lookupNow: Lookup): BySubjectResult | undefined => {
   const touched = touchedShared(commits)
-  for (const entry of scope.entries) {
-    if (entry.rowScope._tag !== "Where") continue
-    for (const n of entryNodes(catalog, entry, entry.rowScope.filter)) if (touched.has(n.entity)) return undefined
-  }
+  if (readsTouched(catalog, scope, touched)) return undefined
   const lookupStart: Lookup = (entity, field, value) => undoTouched(lookupNow(entity, field, value), touched, entity, field, value)
   const never: BySubject<boolean> = { otherwise: false, only: new Map() }
   const records: Array<{ readonly entry: ScopeEntry; readonly id: string; readonly t: Touched; readonly before: BySubject<boolean>; readonly after: BySubject<boolean> }> = []
