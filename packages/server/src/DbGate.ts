@@ -18,7 +18,7 @@ import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
 import { bodyText } from "./RequestBody.js"
 import { type EngineError, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
-import { envelopeProblem, type Framing } from "./RpcEnvelope.js"
+import { type Framing, ParsedEnvelope, readEnvelope } from "./RpcEnvelope.js"
 
 /** Per-request state a handler hands back to the gate (RPC responses themselves are always 200). */
 export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Exchange, { refusal: Refusal | undefined }>() {}
@@ -56,11 +56,15 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
                 : frontError(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
             }
             if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
-            const problem = framing === undefined ? undefined : envelopeProblem(body.right, framing)
-            if (problem !== undefined) return frontError(400, { error: "invalid_request", message: problem, requestId })
+            const envelope = framing === undefined ? undefined : readEnvelope(body.right, framing)
+            if (envelope?.problem !== undefined) return frontError(400, { error: "invalid_request", message: envelope.problem, requestId })
 
             const exchange: Exchange["Type"] = { refusal: undefined }
-            const services = Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange))
+            // The messages the envelope check parsed go to the RPC layer, which then does not parse the body again.
+            const services: Context.Context<CurrentPrincipal | Exchange> =
+              envelope === undefined
+                ? Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange))
+                : Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange), Context.add(ParsedEnvelope, envelope.messages))
             const response = yield* Effect.provide(httpEffect, transport === undefined ? services : Context.add(services, CurrentTransport, transport))
             return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
           })

@@ -10,6 +10,7 @@
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { bodyText } from "../RequestBody.js"
+import { ParsedEnvelope } from "../RpcEnvelope.js"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 import { writeNow } from "./writeNow.js"
@@ -84,9 +85,13 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       const request = yield* HttpServerRequest.HttpServerRequest
       const scope = yield* Effect.scope
       const requestHeaders = Object.entries(request.headers)
-      const data = yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(
-        isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : bodyText(request)
-      )
+      // A text body's messages as the gate's envelope check parsed them (see `ParsedEnvelope`).
+      const parsed = isBinary ? Option.none() : yield* Effect.serviceOption(ParsedEnvelope)
+      const data: string | Uint8Array = Option.isSome(parsed)
+        ? ""
+        : yield* Effect.orDie<string | Uint8Array, HttpServerError.RequestError, never>(
+            isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : bodyText(request)
+          )
       const id = nextId++
       const mailbox = yield* Mailbox.make<Uint8Array>()
       const parser = serialization.unsafeMake()
@@ -170,7 +175,8 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       )
 
       try {
-        const decoded = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
+        // The gate's parse gives the messages the parser would; without one, the parser reads the body.
+        const decoded = (Option.isSome(parsed) ? parsed.value : parser.decode(data)) as ReadonlyArray<RpcMessage.FromClientEncoded>
         // Every request of the exchange is known before any handler runs (see `direct`).
         for (const message of decoded) {
           if (message._tag === "Request") {

@@ -12,8 +12,9 @@
  */
 import { Headers, type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Rpc, type RpcGroup, RpcMessage, type RpcMiddleware, RpcSchema, RpcSerialization } from "@effect/rpc"
-import { type Context, Effect, Either, type Exit, ParseResult, Schema } from "effect"
+import { type Context, Effect, Either, type Exit, Option, ParseResult, Schema } from "effect"
 import { bodyText } from "../RequestBody.js"
+import { ParsedEnvelope } from "../RpcEnvelope.js"
 
 interface Schemas {
   readonly decode: (payload: unknown) => Either.Either<unknown, ParseResult.ParseError>
@@ -121,12 +122,17 @@ export const make = <Rpcs extends Rpc.Any>(
 
     const httpApp: HttpApp.Default = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
-      const data = yield* Effect.orDie<string, HttpServerError.RequestError, never>(bodyText(request))
+      // As the gate's envelope check parsed them, else from the body.
+      const parsed = yield* Effect.serviceOption(ParsedEnvelope)
       let messages: ReadonlyArray<RpcMessage.FromClientEncoded>
-      try {
-        messages = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
-      } catch (cause) {
-        return respond([RpcMessage.ResponseDefectEncoded(cause)])
+      if (Option.isSome(parsed)) messages = parsed.value as ReadonlyArray<RpcMessage.FromClientEncoded>
+      else {
+        const data = yield* Effect.orDie<string, HttpServerError.RequestError, never>(bodyText(request))
+        try {
+          messages = parser.decode(data) as ReadonlyArray<RpcMessage.FromClientEncoded>
+        } catch (cause) {
+          return respond([RpcMessage.ResponseDefectEncoded(cause)])
+        }
       }
       const responses: Array<RpcMessage.FromServerEncoded> = []
       for (const message of messages) {
