@@ -80,6 +80,3 @@ export const readEnvelope = (body: string, framing: Framing): Envelope => {
   }
   return { messages }
 }
-
-/** What is wrong with `body` as an RPC request body, or `undefined` when its envelope is sound. */
-export const envelopeProblem = (body: string, framing: Framing): string | undefined => readEnvelope(body, framing).problem
