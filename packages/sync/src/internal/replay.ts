@@ -515,6 +515,41 @@ const readsTouched = (catalog: Catalog, scope: ResolvedScope, touched: Map<strin
 }
 
 /**
+ * Each record the range touched, of an entity `scope` reads, decided by `inScopeOf` at the range's
+ * start and now (`outside` where it did not exist), handed to `each` until it answers false (then
+ * false). The rows read through are the same at the start and now (none was touched: see
+ * `readsTouched`), so a record whose own read fields kept their values is decided as before.
+ */
+const eachTouched = <T>(
+  catalog: Catalog,
+  scope: ResolvedScope,
+  touched: Map<string, Map<string, Touched>>,
+  outside: T,
+  inScopeOf: (entity: string, scope: RowScope.RowScope, record: RecordValue, lookup: Lookup) => T,
+  lookupStart: Lookup,
+  lookupNow: Lookup,
+  each: (entry: ScopeEntry, id: string, t: Touched, before: T, after: T) => boolean | void
+): boolean => {
+  for (const entry of scope.entries) {
+    const changedRows = touched.get(entry.entity.name)
+    if (!changedRows || entry.rowScope._tag === "None") continue
+    const filter = entryFilter(entry)
+    const reads = rootReads(catalog, entry)
+    for (const [id, t] of changedRows) {
+      const before = t.first === null ? outside : inScopeOf(entry.entity.name, filter, t.first, lookupStart)
+      const after =
+        t.last === null
+          ? outside
+          : t.first !== null && reads !== undefined && reads.every((f) => norm(t.first![f]) === norm(t.last![f]))
+            ? before
+            : inScopeOf(entry.entity.name, filter, t.last, lookupNow)
+      if (each(entry, id, t, before, after) === false) return false
+    }
+  }
+  return true
+}
+
+/**
  * `replaying` without its generator, when no row the range touched is one the scope's policy
  * reads through (then no untouched record can change visibility, so step 1 answers no and
  * only the touched records are decided, exactly as step 2 does). Undefined otherwise.
@@ -528,24 +563,10 @@ const decideDirectly = (
 ): ReplayResult | undefined => {
   if (readsTouched(catalog, scope, touched)) return undefined
   const decided: Decided = []
-  for (const entry of scope.entries) {
-    const changedRows = touched.get(entry.entity.name)
-    if (!changedRows || entry.rowScope._tag === "None") continue
-    const filter = entryFilter(entry)
-    const reads = rootReads(catalog, entry)
-    for (const [id, t] of changedRows) {
-      const before = t.first === null ? false : inScope(catalog, entry.entity.name, filter, t.first, lookupStart)
-      // Here the rows the filter reads through are the same at the start and now (none was
-      // touched), so a record whose own read fields kept their values is decided as before.
-      const after =
-        t.last === null
-          ? false
-          : t.first !== null && reads !== undefined && reads.every((f) => norm(t.first![f]) === norm(t.last![f]))
-            ? before
-            : inScope(catalog, entry.entity.name, filter, t.last, lookupNow)
-      decide(decided, entry, id, t, before, after)
-    }
-  }
+  const inScopeOf = (entity: string, filter: RowScope.RowScope, record: RecordValue, lookup: Lookup) => inScope(catalog, entity, filter, record, lookup)
+  eachTouched(catalog, scope, touched, false, inScopeOf, lookupStart, lookupNow, (entry, id, t, before, after) => {
+    decide(decided, entry, id, t, before, after)
+  })
   return inOrder(decided)
 }
 
@@ -569,26 +590,23 @@ export const replayBySubject = (catalog: Catalog, scope: ResolvedScope, commits:
   const records: Array<{ readonly entry: ScopeEntry; readonly id: string; readonly t: Touched; readonly before: BySubject<boolean>; readonly after: BySubject<boolean> }> = []
   /** Subjects some record decides apart from the rest. */
   const apart = new Set<string>()
-  for (const entry of scope.entries) {
-    const changedRows = touched.get(entry.entity.name)
-    if (!changedRows || entry.rowScope._tag === "None") continue
-    const filter = entryFilter(entry)
-    const reads = rootReads(catalog, entry)
-    for (const [id, t] of changedRows) {
-      const before = t.first === null ? never : inScopeBySubject(catalog, entry.entity.name, filter, t.first, SubjectTemplate.parameter, lookupStart)
-      // As in `decideDirectly`: the rows read through are the same at the start and now.
-      const after =
-        t.last === null
-          ? never
-          : t.first !== null && reads !== undefined && reads.every((f) => norm(t.first![f]) === norm(t.last![f]))
-            ? before
-            : inScopeBySubject(catalog, entry.entity.name, filter, t.last, SubjectTemplate.parameter, lookupNow)
-      if (before === undefined || after === undefined) return undefined
+  const complete = eachTouched<BySubject<boolean> | undefined>(
+    catalog,
+    scope,
+    touched,
+    never,
+    (entity, filter, record, lookup) => inScopeBySubject(catalog, entity, filter, record, SubjectTemplate.parameter, lookup),
+    lookupStart,
+    lookupNow,
+    (entry, id, t, before, after) => {
+      if (before === undefined || after === undefined) return false
       for (const s of before.only.keys()) apart.add(s)
       for (const s of after.only.keys()) apart.add(s)
       records.push({ entry, id, t, before, after })
+      return true
     }
-  }
+  )
+  if (!complete) return undefined
   const decideFor = (subject: string | undefined) => {
     const decided: Decided = []
     for (const r of records) {
