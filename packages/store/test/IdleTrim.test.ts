@@ -5,10 +5,7 @@ import { Effect } from "effect"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Databases } from "@cairn/store/Databases"
 import * as Connection from "../src/internal/connection.js"
-import { fullView, mutate, principal, request, storeLayer, tempDir } from "./support/notes.js"
-
-/** Real time: the idle trim runs once a database's shared reference has lingered unused (see `Databases`). */
-const pause = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
+import { fullView, mutate, pause, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
 describe("idle trim", () => {
   it.live("a trimmed connection drops its prepared statements and keeps working; never during a transaction", () =>

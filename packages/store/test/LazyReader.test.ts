@@ -5,10 +5,8 @@ import { Duration, Effect, Metric } from "effect"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Databases, openReaders } from "@cairn/store/Databases"
 import * as Connection from "../src/internal/connection.js"
-import { fullView, mutate, principal, request, storeLayer, tempDir } from "./support/notes.js"
+import { fullView, mutate, pause, principal, request, storeLayer, tempDir } from "./support/notes.js"
 
-/** Real time (the idle close runs on a timer of its own): polls, never asserts a duration. */
-const pause = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
 const until = (done: () => boolean) =>
   Effect.gen(function* () {
     for (let i = 0; i < 500 && !done(); i++) yield* pause(10)

@@ -149,6 +149,9 @@ export const tempDir = Effect.acquireRelease(
   (dir) => Effect.sync(() => rmSync(dir, { recursive: true, force: true }))
 )
 
+/** Real time, for tests of the store's own timers (lingers, idle closes): they poll, never assert a duration. */
+export const pause = (millis: number) => Effect.promise(() => new Promise((resolve) => setTimeout(resolve, millis)))
+
 export interface StoreOptions extends Partial<StoreConfigShape> {
   readonly dataDir: string
   readonly switches?: Switches
