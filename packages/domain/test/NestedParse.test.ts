@@ -93,9 +93,25 @@ const mutation = fc.record({
 })
 type Mutation = typeof mutation extends fc.Arbitrary<infer M> ? M : never
 
-/** A deep copy of a generated value (plain objects and arrays only). */
-const copy = (u: unknown): unknown =>
-  Array.isArray(u) ? u.map(copy) : typeof u === "object" && u !== null && Object.getPrototypeOf(u) === Object.prototype ? Object.fromEntries(Object.entries(u).map(([k, v]) => [k, copy(v)])) : u
+/** An own property as JSON.parse makes one (so "__proto__" is a key, not the prototype). */
+const define = (o: object, key: PropertyKey, value: unknown) =>
+  Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true })
+
+/**
+ * A deep copy of a generated value: arrays, plain and null-prototype objects, dates. Breaking works
+ * on copies only: generated values are shared (constants, values replayed while shrinking), and a
+ * break made in one would carry into every later run (a cycle, or wrapping that deepens each run).
+ */
+const copy = (u: unknown): unknown => {
+  if (Array.isArray(u)) return u.map(copy)
+  if (u instanceof Date) return new Date(u.getTime())
+  if (typeof u !== "object" || u === null) return u
+  const proto = Object.getPrototypeOf(u)
+  if (proto !== Object.prototype && proto !== null) return u
+  const fresh = Object.create(proto) as object
+  for (const [k, v] of Object.entries(u)) define(fresh, k, copy(v))
+  return fresh
+}
 
 /** Every object or array inside `u` (itself included), each once. */
 const containersOf = (u: unknown, seen = new Set<object>()): Set<object> => {
@@ -106,9 +122,6 @@ const containersOf = (u: unknown, seen = new Set<object>()): Set<object> => {
   return seen
 }
 
-/** An own property as JSON.parse makes one (so "__proto__" is a key, not the prototype). */
-const define = (o: object, key: PropertyKey, value: unknown) =>
-  Object.defineProperty(o, key, { value, enumerable: true, writable: true, configurable: true })
 
 const broken = (valid: unknown, mutations: ReadonlyArray<Mutation>): unknown => {
   const root = { value: copy(valid) }
@@ -121,16 +134,16 @@ const broken = (valid: unknown, mutations: ReadonlyArray<Mutation>): unknown => 
     const key = keys.length === 0 ? m.key : keys[m.at % keys.length]!
     switch (m.kind) {
       case "extra":
-        if (!Array.isArray(target) && target !== root) define(target, m.key, m.value)
+        if (!Array.isArray(target) && target !== root) define(target, m.key, copy(m.value))
         break
       case "symbol":
-        if (target !== root) define(target, Symbol.for(m.key), m.value)
+        if (target !== root) define(target, Symbol.for(m.key), copy(m.value))
         break
       case "delete":
         delete target[key]
         break
       case "replace":
-        define(target, key, m.value)
+        define(target, key, copy(m.value))
         break
       case "wrap":
         define(target, key, m.at % 2 === 0 ? [target[key]] : define({}, m.key, target[key]))
