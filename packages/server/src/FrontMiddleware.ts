@@ -6,6 +6,7 @@
  */
 import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, FiberRefs, HashMap, Option, Tracer } from "effect"
+import { currentElapsedMillis } from "@cairn/domain/Elapsed"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -107,7 +108,8 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
         const request = yield* HttpServerRequest.HttpServerRequest
         const correlation = Correlation.make()
         const requestId = correlation.id
-        const started = yield* Clock.currentTimeMillis
+        // Elapsed time, not the wall clock's (which may be set back or forward mid-request).
+        const started = yield* currentElapsedMillis
 
         // Without the platform's span (no exporter), an upstream `traceparent` still names the trace logged.
         const upstream = Option.isNone(yield* Effect.serviceOption(Tracer.ParentSpan)) ? HttpTraceContext.fromHeaders(request.headers) : Option.none()
@@ -119,8 +121,9 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
           }
           const finish = (status: number) =>
             Effect.gen(function* () {
+              const millis = Math.round((yield* currentElapsedMillis) - started)
+              // The log line's timestamp is wall time.
               const now = yield* Clock.currentTimeMillis
-              const millis = now - started
               yield* FrontMetrics.recordRequest(route(), status, millis)
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
               const matched = route()

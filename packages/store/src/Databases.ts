@@ -19,6 +19,7 @@ import * as Compaction from "./Compaction.js"
 import * as Connection from "./internal/connection.js"
 import * as Deadlines from "./internal/deadlines.js"
 import { okPerTurn } from "./internal/okPerTurn.js"
+import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
@@ -349,7 +350,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         // this database's scope (closing it interrupts a run), the next armed once it is done.
         const scope = yield* Effect.scope
         const job: { run: Effect.Effect<void> } = { run: Effect.void }
-        const rearm = Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        const rearm = Effect.flatMap(currentElapsedMillis, (now) =>
           Effect.sync(() => {
             if (compactionJobs.get(id) === job) compactions.arm(id, now + compactEveryMillis)
           })
@@ -425,7 +426,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             yield* Deferred.succeed(closed, undefined)
           })
         )
-        const opening = yield* Clock.currentTimeMillis
+        const opening = yield* currentElapsedMillis
         const { database, installed } = yield* openFile(id).pipe(
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
@@ -445,7 +446,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         ready.set(id, database)
         yield* Effect.addFinalizer(() => Effect.sync(() => ready.delete(id)))
         yield* Metric.increment(activations)
-        yield* Metric.update(activationLatency, (yield* Clock.currentTimeMillis) - opening)
+        yield* Metric.update(activationLatency, (yield* currentElapsedMillis) - opening)
         yield* gauge
         yield* Effect.logInfo("database activated").pipe(Effect.annotateLogs({ database: id, catalog: installed }))
         return database
@@ -469,7 +470,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * connections give back what they rebuild on next use; it closes `idleTimeout` later unless used.
      */
     const lingers = yield* Deadlines.make((id: DatabaseId) =>
-      Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      Effect.flatMap(currentElapsedMillis, (now) => {
         // Closed, or in use again: its users' last `leave` arms the next linger.
         if (!pins.has(id) || (usage.get(id)?.users ?? 0) > 0) return Effect.void
         trims.get(id)?.()
@@ -523,7 +524,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       } else usage.set(id, { users: 1, lastUsed: now })
     }
 
-    const use = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.sync(() => enter(id, now)))
+    const use = (id: DatabaseId) => Effect.flatMap(currentElapsedMillis, (now) => Effect.sync(() => enter(id, now)))
 
     /** One user of `id` left at `now`. */
     const leave = (id: DatabaseId, now: number): Effect.Effect<void> => {
@@ -537,7 +538,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id, now), evictOverCapacity)
     }
 
-    const unuse = (id: DatabaseId) => Effect.flatMap(Clock.currentTimeMillis, (now) => Effect.suspend(() => leave(id, now)))
+    const unuse = (id: DatabaseId) => Effect.flatMap(currentElapsedMillis, (now) => Effect.suspend(() => leave(id, now)))
 
     /** Drops the shared reference of `id`, if held: with no other reference, the RcMap's idle timer starts. */
     const releasePin = (id: DatabaseId) =>
@@ -628,7 +629,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
-          const database = leaseOpen(id, clock.unsafeCurrentTimeMillis())
+          const database = leaseOpen(id, elapsedMillis(clock))
           if (database === undefined) return restore(activateSlow(id))
           return Effect.zipRight(
             Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, unuse(id))),
@@ -650,12 +651,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
-          const database = leaseOpen(id, clock.unsafeCurrentTimeMillis())
+          const database = leaseOpen(id, elapsedMillis(clock))
           if (database === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
           return Effect.ensuring(
             restore(Effect.flatMap(checked(id, database).pipe(activateSpan), f)),
             // `unuse(id)` with the clock at hand.
-            Effect.suspend(() => leave(id, clock.unsafeCurrentTimeMillis()))
+            Effect.suspend(() => leave(id, elapsedMillis(clock)))
           )
         }))
       })

@@ -2,7 +2,7 @@ import { rmSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { assert, describe, it } from "@effect/vitest"
-import { Cause, Duration, Effect, Exit, Layer, Metric, Option, Scope, TestClock } from "effect"
+import { Cause, Clock, Duration, Effect, Exit, Layer, Metric, Option, Scope, TestClock } from "effect"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Log } from "@cairn/store"
 import { ActivationError, Databases, databaseId, evictions } from "@cairn/store/Databases"
@@ -70,6 +70,35 @@ describe("store timers", () => {
         )
         assert.deepStrictEqual(titles, [["one"]])
       }).pipe(Effect.provide(storeLayer({ dataDir, idleTimeout: Duration.minutes(1) })))
+    }))
+
+  it.scoped("a wall clock set back an hour delays no linger or idle close: the store's deadlines follow elapsed time", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const test = yield* TestClock.testClock()
+      // The test clock's elapsed time, with a wall clock that an operator (or NTP) can set back.
+      const wallBehind = { millis: 0 }
+      const clock: Clock.Clock = {
+        [Clock.ClockTypeId]: Clock.ClockTypeId,
+        unsafeCurrentTimeMillis: () => test.unsafeCurrentTimeMillis() - wallBehind.millis,
+        currentTimeMillis: Effect.sync(() => test.unsafeCurrentTimeMillis() - wallBehind.millis),
+        unsafeCurrentTimeNanos: () => test.unsafeCurrentTimeNanos(),
+        currentTimeNanos: test.currentTimeNanos,
+        sleep: (duration) => test.sleep(duration)
+      }
+      // Adjusted through `test` itself: inside `withClock`, `TestClock.adjust` would find the wrapper.
+      yield* Effect.gen(function* () {
+        yield* create("one", "k1")
+        wallBehind.millis = 3_600_000
+        // Its linger (1 s) and idle timeout (60 s) pass on elapsed time, the wall clock an hour behind.
+        yield* test.adjust("62 seconds")
+        assert.isTrue(yield* settle(Effect.map(openIds, (ids) => ids.length === 0)))
+        yield* create("two", "k2")
+        yield* test.adjust("2 seconds")
+        wallBehind.millis = 7_200_000
+        yield* test.adjust("60 seconds")
+        assert.isTrue(yield* settle(Effect.map(openIds, (ids) => ids.length === 0)))
+      }).pipe(Effect.provide(storeLayer({ dataDir, idleTimeout: Duration.minutes(1) })), Effect.withClock(clock))
     }))
 
   it.scoped("an idle database whose file goes away is refused and closed at once, not at its idle deadline", () =>

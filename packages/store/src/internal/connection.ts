@@ -128,7 +128,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
     const closeWhenIdle = () => {
       timer = undefined
       if (holders > 0 || handle === undefined) return
-      const left = lastReleased + idleMillis - Date.now()
+      const left = lastReleased + idleMillis - performance.now()
       if (left > 0) arm(left)
       else disconnect()
     }
@@ -160,7 +160,7 @@ export const open = (options: Options): Effect.Effect<Opened, never, Scope.Scope
             Effect.sync(() => {
               holders -= 1
               if (holders > 0) return
-              lastReleased = Date.now()
+              lastReleased = performance.now()
               if (timer === undefined) arm(idleMillis)
             })
         )

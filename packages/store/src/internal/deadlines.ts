@@ -3,11 +3,12 @@
  * open database (each kept a fiber, its timer and the finished fiber that forked it: ~10 KiB of
  * heap per database, most of them idle).
  */
-import { Cause, Clock, Effect, type Scope } from "effect"
+import { Cause, Effect, type Scope } from "effect"
+import { currentElapsedMillis } from "@cairn/domain/Elapsed"
 
 export interface Deadlines<K> {
   /**
-   * Runs `onDue(key)` once the clock reaches `at`, replacing the key's earlier deadline. Every key of
+   * Runs `onDue(key)` once the clock reaches `at` (in `@cairn/domain/Elapsed` milliseconds), replacing the key's earlier deadline. Every key of
    * one queue is armed for `now + its queue's delay`: deadlines come in order, so the queue is a
    * list in arming order (re-arming moves the key to its end), and the fiber sleeps until its head's.
    */
@@ -37,7 +38,7 @@ export const make = <K>(onDue: (key: K) => Effect.Effect<void>): Effect.Effect<D
       const head = queue.entries().next()
       if (head.done === true) return idle
       const [key, at] = head.value
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      return Effect.flatMap(currentElapsedMillis, (now) => {
         // Woken for a deadline since moved or dropped, the loop looks at the new head.
         if (at > now) return Effect.sleep(at - now)
         queue.delete(key)
