@@ -2,7 +2,8 @@
 // `/mcp` and `/db/sync`, through the server exactly as `npm start` assembles it. A token's
 // scope is enforced by the engine on every transport; an unavailable database, an
 // incompatible catalog and a handler defect answer without internal ids, SQL, paths or
-// catalog diffs; oversized and deeply nested filters are public errors everywhere; and
+// catalog diffs; oversized and deeply nested filters, and text that is not well-formed
+// Unicode, are public errors everywhere; and
 // every path under `/db/*` needs a token.
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -75,6 +76,45 @@ describe("transport conformance through the real App", () => {
       const stale = yield* sync(app, db, "SyncSnapshot", { ifCatalog: "stale", scope: { entities: [{ from: entity("Project") }] } })
       const [staleQuery] = yield* both("Query", { ifCatalog: "stale", query: projects })
       sameAnswer("stale ifCatalog on snapshot", [staleQuery!, stale])
+    })
+  )
+
+  it.scopedLive("text with an unpaired surrogate is refused on every transport; astral text round-trips identically", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const scope = { entities: [{ from: entity("Project") }] }
+      // Stored as UTF-8, a lone surrogate read back as three U+FFFD while the change feed kept
+      // the escape: a snapshot and the changes disagreed on the same record.
+      const create = (name: string) =>
+        new RawJson(`{"operation":${JSON.stringify(operation("Project", "create"))},"input":{"name":"${name}"},"invocationId":"${uuidv7()}"}`)
+      const lone = "a\\ud800b"
+      const mutations = [yield* rpc(app, db, "Mutate", create(lone)), yield* mcp(app, agent, "mutate", create(lone))]
+      sameAnswer("lone surrogate in input", mutations)
+      assert.strictEqual(mutations[0]!.error!.code, "invalid_input")
+      assert.include(mutations[0]!.error!.message, "well-formed Unicode")
+      const where = new RawJson(`{"query":{"version":1,"from":{"kind":"entity","name":"Project"},"select":{"n":{"path":["name"]}},"where":{"op":"eq","path":["name"],"value":"\\udc00"}}}`)
+      const reads = [
+        yield* rpc(app, db, "Query", where),
+        yield* mcp(app, agent, "query", where),
+        yield* sync(app, db, "SyncSnapshot", new RawJson(`{"scope":{"entities":[{"from":{"kind":"entity","name":"Pro\\udfffject"}}]}}`))
+      ]
+      sameAnswer("lone surrogate in a read", reads)
+      assert.strictEqual(reads[0]!.error!.code, "invalid_query")
+
+      // Paired surrogates are ordinary text: the same on the receipt's read, the snapshot and the change feed.
+      const start = yield* sync(app, db, "SyncSnapshot", { scope })
+      const cursor = (start.value as { checkpoint: { cursor: string } }).checkpoint.cursor
+      const astral = "\\ud83d\\ude00 launch"
+      const created = yield* rpc(app, db, "Mutate", create(astral))
+      assert.isUndefined(created.error, created.text)
+      const queried = yield* rpc(app, db, "Query", { query: projects })
+      assert.deepStrictEqual((queried.value as { rows: ReadonlyArray<unknown> }).rows, [{ name: "😀 launch" }])
+      const snapshot = yield* sync(app, db, "SyncSnapshot", { scope })
+      assert.strictEqual((snapshot.value as { records: ReadonlyArray<{ record: { name: string } }> }).records[0]!.record.name, "😀 launch")
+      const changes = yield* sync(app, db, "SyncChanges", { scope, cursor, live: false })
+      assert.include(JSON.parse(changes.text.split("\n")[0]!).values[0].changes.map((c: { record: { name: string } }) => c.record.name), "😀 launch")
     })
   )
 
