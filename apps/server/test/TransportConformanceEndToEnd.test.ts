@@ -297,6 +297,48 @@ describe("transport conformance through the real App", () => {
     })
   )
 
+  it.scopedLive("a body over the limit is the same 413 on /db/rpc, /db/sync and /mcp, declared or streamed", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ env: { CAIRN_MAX_BODY_BYTES: "4096" } })
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const search = "x".repeat(8_000)
+      const ways: ReadonlyArray<readonly [string, string, Record<string, string>, string]> = [
+        ["/db/rpc", db, { "content-type": "application/json" }, JSON.stringify({ _tag: "Request", id: "1", tag: "Describe", payload: { search }, headers: [] })],
+        ["/db/sync", db, { "content-type": "application/ndjson" }, `${JSON.stringify({ _tag: "Request", id: "1", tag: "SyncSnapshot", payload: { search }, headers: [] })}\n`],
+        [
+          "/mcp",
+          agent,
+          { "content-type": "application/json", accept: "application/json, text/event-stream" },
+          JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "describe", arguments: { search } } })
+        ]
+      ]
+      for (const [path, token, headers, body] of ways) {
+        for (const streamed of [false, true]) {
+          // A stream body goes out chunked, without a Content-Length: the limit is met while reading.
+          const sent = streamed
+            ? new ReadableStream<Uint8Array>({
+                start(controller) {
+                  const bytes = new TextEncoder().encode(body)
+                  for (let at = 0; at < bytes.length; at += 1024) controller.enqueue(bytes.slice(at, at + 1024))
+                  controller.close()
+                }
+              })
+            : body
+          const response = yield* Effect.promise(() =>
+            fetch(`${app.base}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, ...headers }, body: sent, duplex: "half" } as RequestInit)
+          )
+          const text = yield* Effect.promise(() => response.text())
+          assert.strictEqual(response.status, 413, `${path} streamed=${streamed}: ${text}`)
+          const answer = JSON.parse(text)
+          assert.strictEqual(answer.error, "payload_too_large", text)
+          assert.strictEqual(answer.limitBytes, 4096)
+          assert.strictEqual(answer.requestId, response.headers.get("x-request-id"))
+        }
+      }
+    })
+  )
+
   it.scopedLive("every path under /db/* needs a token; an authenticated unknown path is a plain 404", () =>
     Effect.gen(function* () {
       const app = yield* startApp()

@@ -58,8 +58,19 @@ const answerBeforeClosing = (req: IncomingMessage, res: ServerResponse) => {
       drained += chunk.length
       if (drained > DRAIN_BYTES) stop()
     })
-    req.once("end", () => clearTimeout(timer))
     res.shouldKeepAlive = false
+    // A lingering close (RFC 9112 §9.6): once the answer is out, Node destroys the socket of a
+    // connection that closes, and a client still sending gets a reset instead of the answer (fetch
+    // reports "other side closed"). The socket is only half-closed then, and destroyed once the
+    // body has ended or the bounds above are met.
+    const socket = req.socket
+    const destroySoon = socket.destroySoon
+    socket.destroySoon = function (this: typeof socket) {
+      if (req.complete) return destroySoon.call(this)
+      this.end()
+      req.once("end", () => this.destroy())
+    }
+    req.once("end", () => clearTimeout(timer))
     req.resume()
   }
   req.destroy = ((error?: Error) => {
