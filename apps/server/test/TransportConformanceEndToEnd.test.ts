@@ -123,6 +123,32 @@ describe("transport conformance through the real App", () => {
     })
   )
 
+  it.scopedLive("a filter value of the wrong type is described, not echoed, on every transport", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const long = "v".repeat(60_000)
+      for (const [label, value, described] of [
+        ["a long string on an integer field", JSON.stringify(long), "a string of 60000 characters"],
+        ["a number beyond double range (JSON.parse reads Infinity)", "1e400", "a number"]
+      ] as const) {
+        const filter = `{"op":"eq","path":["priority"],"value":${value}}`
+        const query = new RawJson(`{"query":{"version":1,"from":{"kind":"entity","name":"Task"},"select":{"t":{"path":["title"]}},"where":${filter}}}`)
+        const answers = [yield* rpc(app, db, "Query", query), yield* mcp(app, agent, "query", query)]
+        sameAnswer(label, answers)
+        const snapshot = yield* sync(app, db, "SyncSnapshot", new RawJson(`{"scope":{"entities":[{"from":{"kind":"entity","name":"Task"},"where":${filter}}]}}`))
+        for (const answer of [...answers, snapshot]) {
+          assert.strictEqual(answer.error?.code, "invalid_query", answer.text.slice(0, 300))
+          assert.include(answer.text, `${described} is not a valid value for`, label)
+          assert.notInclude(answer.text, "vvvvvvvvvv", label)
+          assert.notInclude(answer.text, "null is not", label)
+          assert.isBelow(answer.text.length, 2_000, label)
+        }
+      }
+    })
+  )
+
   it.scopedLive("a read-scoped token cannot mutate on any transport; a write-only token cannot read", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
