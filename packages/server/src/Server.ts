@@ -29,8 +29,12 @@ const announce = Layer.effectDiscard(
   })
 )
 
-/** How much more of a refused body is read and discarded while its refusal is written, and for how long. */
-const DRAIN_BYTES = 1 << 20
+/**
+ * How much more of a refused body is read and discarded while its refusal is written, and for
+ * how long: a client sending up to this much more than it may still reads its answer; beyond
+ * either bound its connection is reset.
+ */
+const DRAIN_BYTES = 16 << 20
 const DRAIN_MS = 5_000
 
 /**
