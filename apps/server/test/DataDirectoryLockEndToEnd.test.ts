@@ -1,8 +1,9 @@
 // One writer per file, across processes: `npm start`'s entry started twice on one data
 // directory. The second exits non-zero at once naming the directory, the first keeps
 // committing; once the first is SIGKILLed (the lock dies with it) a new process takes over
-// and the acknowledged receipt replays.
+// and the acknowledged receipt replays. A start on a port already in use says so.
 import { type ChildProcess, spawn } from "node:child_process"
+import { createServer } from "node:net"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -25,8 +26,8 @@ interface Server {
   readonly exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }>
 }
 
-const launch = async (dataDir: string): Promise<Server> => {
-  const port = await freePort()
+const launch = async (dataDir: string, onPort?: number): Promise<Server> => {
+  const port = onPort ?? (await freePort())
   const issuer = `http://127.0.0.1:${await freePort()}`
   const child = spawn(process.execPath, ["--import", "tsx", "apps/server/src/main.ts"], {
     cwd: root,
@@ -129,4 +130,19 @@ describe("one Cairn process per data directory", () => {
       for (const server of started) if (server.child.exitCode === null && server.child.signalCode === null) server.child.kill("SIGKILL")
     }
   }, 90_000)
+
+  it("a start on a port already in use exits non-zero naming the reason (it said only \"Cairn cannot start: \")", async () => {
+    const holder = createServer()
+    await new Promise<void>((resolve) => holder.listen(0, "127.0.0.1", resolve))
+    const port = (holder.address() as { port: number }).port
+    try {
+      const refused = await launch(mkdtempSync(join(tmpdir(), "cairn-port-")), port)
+      const { code } = await refused.exited
+      expect(code, refused.output()).not.toBe(0)
+      expect(refused.output()).toContain(`Cairn cannot start: listen EADDRINUSE: address already in use 127.0.0.1:${port}`)
+      expect(refused.output()).not.toContain("Cairn listening on")
+    } finally {
+      await new Promise((resolve) => holder.close(resolve))
+    }
+  }, 60_000)
 })

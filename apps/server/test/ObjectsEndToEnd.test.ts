@@ -420,6 +420,27 @@ describe(`object storage (${name})`, () => {
       assert.isAtMost(offset, cut)
       // Another database cannot even see the partial upload.
       assert.strictEqual((yield* head(bob)).status, 404)
+      // Nor can another caller of the same database holding its URL: it cannot see it, write into
+      // it, finish it (taking the handle) or cancel it; every answer is that of a missing upload.
+      const carol = yield* app.token({ sub: "carol", org: "acme" })
+      const missing = yield* http(`${app.base}/db/objects/resumable/${"0".repeat(64)}`, { method: "HEAD", headers: { authorization: `Bearer ${carol}`, ...tus } })
+      assert.strictEqual(missing.status, 404)
+      const foreign = [
+        yield* head(carol),
+        yield* http(`${app.base}${location}`, {
+          method: "PATCH",
+          headers: { authorization: `Bearer ${carol}`, ...tus, "upload-offset": String(offset), "content-type": "application/offset+octet-stream" },
+          body: bytes.subarray(offset) as unknown as BodyInit
+        }),
+        yield* http(`${app.base}${location}`, { method: "DELETE", headers: { authorization: `Bearer ${carol}`, ...tus } })
+      ]
+      for (const answer of foreign) assert.strictEqual(answer.status, 404, answer.text)
+      assert.strictEqual(foreign[1]!.text, (yield* http(`${app.base}/db/objects/resumable/${"0".repeat(64)}`, {
+        method: "PATCH",
+        headers: { authorization: `Bearer ${carol}`, ...tus, "upload-offset": "0", "content-type": "application/offset+octet-stream" },
+        body: "x"
+      })).text)
+      assert.strictEqual(Number((yield* head(alice)).headers.get("upload-offset")), offset)
 
       const finish = yield* http(`${app.base}${location}`, {
         method: "PATCH",

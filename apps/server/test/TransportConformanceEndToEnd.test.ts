@@ -2,7 +2,8 @@
 // `/mcp` and `/db/sync`, through the server exactly as `npm start` assembles it. A token's
 // scope is enforced by the engine on every transport; an unavailable database, an
 // incompatible catalog and a handler defect answer without internal ids, SQL, paths or
-// catalog diffs; oversized and deeply nested filters are public errors everywhere; and
+// catalog diffs; oversized and deeply nested filters, and text that is not well-formed
+// Unicode, are public errors everywhere; and
 // every path under `/db/*` needs a token.
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
@@ -69,12 +70,82 @@ describe("transport conformance through the real App", () => {
         ["missing target", "Mutate", { operation: operation("Task", "rename"), target: { kind: "entity", entity: "Task", id: "nope" }, input: { title: "t" }, invocationId: uuidv7() }],
         ["stale ifCatalog on mutate", "Mutate", { ifCatalog: "stale", operation: operation("Project", "create"), input: { name: "x" }, invocationId: uuidv7() }]
       ]
-      for (const [label, tag, payload] of cases) sameAnswer(label, yield* both(tag, payload))
+      for (const [label, tag, payload] of cases) {
+        const answers = yield* both(tag, payload)
+        sameAnswer(label, answers)
+        // One sentence, one full stop (an issue written as a sentence read "…this one intent..").
+        assert.notMatch(answers[0]!.error!.message, /[^.]\.\.$|\.\.\s/, label)
+      }
 
       // Sync has its own verbs, but the engine's shared steps answer the same words.
       const stale = yield* sync(app, db, "SyncSnapshot", { ifCatalog: "stale", scope: { entities: [{ from: entity("Project") }] } })
       const [staleQuery] = yield* both("Query", { ifCatalog: "stale", query: projects })
       sameAnswer("stale ifCatalog on snapshot", [staleQuery!, stale])
+    })
+  )
+
+  it.scopedLive("text with an unpaired surrogate is refused on every transport; astral text round-trips identically", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const scope = { entities: [{ from: entity("Project") }] }
+      // Stored as UTF-8, a lone surrogate read back as three U+FFFD while the change feed kept
+      // the escape: a snapshot and the changes disagreed on the same record.
+      const create = (name: string) =>
+        new RawJson(`{"operation":${JSON.stringify(operation("Project", "create"))},"input":{"name":"${name}"},"invocationId":"${uuidv7()}"}`)
+      const lone = "a\\ud800b"
+      const mutations = [yield* rpc(app, db, "Mutate", create(lone)), yield* mcp(app, agent, "mutate", create(lone))]
+      sameAnswer("lone surrogate in input", mutations)
+      assert.strictEqual(mutations[0]!.error!.code, "invalid_input")
+      assert.include(mutations[0]!.error!.message, "well-formed Unicode")
+      const where = new RawJson(`{"query":{"version":1,"from":{"kind":"entity","name":"Project"},"select":{"n":{"path":["name"]}},"where":{"op":"eq","path":["name"],"value":"\\udc00"}}}`)
+      const reads = [
+        yield* rpc(app, db, "Query", where),
+        yield* mcp(app, agent, "query", where),
+        yield* sync(app, db, "SyncSnapshot", new RawJson(`{"scope":{"entities":[{"from":{"kind":"entity","name":"Pro\\udfffject"}}]}}`))
+      ]
+      sameAnswer("lone surrogate in a read", reads)
+      assert.strictEqual(reads[0]!.error!.code, "invalid_query")
+
+      // Paired surrogates are ordinary text: the same on the receipt's read, the snapshot and the change feed.
+      const start = yield* sync(app, db, "SyncSnapshot", { scope })
+      const cursor = (start.value as { checkpoint: { cursor: string } }).checkpoint.cursor
+      const astral = "\\ud83d\\ude00 launch"
+      const created = yield* rpc(app, db, "Mutate", create(astral))
+      assert.isUndefined(created.error, created.text)
+      const queried = yield* rpc(app, db, "Query", { query: projects })
+      assert.deepStrictEqual((queried.value as { rows: ReadonlyArray<unknown> }).rows, [{ name: "😀 launch" }])
+      const snapshot = yield* sync(app, db, "SyncSnapshot", { scope })
+      assert.strictEqual((snapshot.value as { records: ReadonlyArray<{ record: { name: string } }> }).records[0]!.record.name, "😀 launch")
+      const changes = yield* sync(app, db, "SyncChanges", { scope, cursor, live: false })
+      assert.include(JSON.parse(changes.text.split("\n")[0]!).values[0].changes.map((c: { record: { name: string } }) => c.record.name), "😀 launch")
+    })
+  )
+
+  it.scopedLive("a filter value of the wrong type is described, not echoed, on every transport", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp()
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const long = "v".repeat(60_000)
+      for (const [label, value, described] of [
+        ["a long string on an integer field", JSON.stringify(long), "a string of 60000 characters"],
+        ["a number beyond double range (JSON.parse reads Infinity)", "1e400", "a number"]
+      ] as const) {
+        const filter = `{"op":"eq","path":["priority"],"value":${value}}`
+        const query = new RawJson(`{"query":{"version":1,"from":{"kind":"entity","name":"Task"},"select":{"t":{"path":["title"]}},"where":${filter}}}`)
+        const answers = [yield* rpc(app, db, "Query", query), yield* mcp(app, agent, "query", query)]
+        sameAnswer(label, answers)
+        const snapshot = yield* sync(app, db, "SyncSnapshot", new RawJson(`{"scope":{"entities":[{"from":{"kind":"entity","name":"Task"},"where":${filter}}]}}`))
+        for (const answer of [...answers, snapshot]) {
+          assert.strictEqual(answer.error?.code, "invalid_query", answer.text.slice(0, 300))
+          assert.include(answer.text, `${described} is not a valid value for`, label)
+          assert.notInclude(answer.text, "vvvvvvvvvv", label)
+          assert.notInclude(answer.text, "null is not", label)
+          assert.isBelow(answer.text.length, 2_000, label)
+        }
+      }
     })
   )
 
@@ -222,11 +293,12 @@ describe("transport conformance through the real App", () => {
     })
   )
 
-  it.scopedLive("a body that is not an RPC envelope is a plain 400 on /db/rpc and /db/sync, echoing no parser error", () =>
+  it.scopedLive("a body that is not one RPC envelope is a plain 400 on /db/rpc and /db/sync, echoing no parser error", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
       const token = yield* app.token({ sub: "alice", org: "acme" })
       const request = (payload: unknown) => ({ _tag: "Request", id: "1", tag: "Describe", payload, headers: [] })
+      const snapshotScope = { scope: { entities: [{ from: entity("Project") }] } }
       const bodies: ReadonlyArray<readonly [string, string, string]> = [
         ["/db/rpc", "application/json", "garbage"],
         ["/db/rpc", "application/json", "null"],
@@ -236,7 +308,11 @@ describe("transport conformance through the real App", () => {
         ["/db/rpc", "application/json", JSON.stringify({ _tag: "Nope" })],
         ["/db/sync", "application/ndjson", "garbage"],
         ["/db/sync", "application/ndjson", "garbage\n"],
-        ["/db/sync", "application/ndjson", JSON.stringify({ ...request({}), tag: "SyncSnapshot" })]
+        ["/db/sync", "application/ndjson", JSON.stringify({ ...request({}), tag: "SyncSnapshot" })],
+        // One call per HTTP request, as on /db/rpc: a body of many lines would run every one of them
+        // (5,000 snapshots in one 700 KB body held the event loop for ~4 s).
+        ["/db/sync", "application/ndjson", `${JSON.stringify({ ...request(snapshotScope), tag: "SyncSnapshot" })}\n`.repeat(2)],
+        ["/db/sync", "application/ndjson", `${JSON.stringify({ ...request(snapshotScope), tag: "SyncSnapshot" })}\n`.repeat(1_000)]
       ]
       for (const [path, type, body] of bodies) {
         const response = yield* Effect.promise(() =>
@@ -248,6 +324,48 @@ describe("transport conformance through the real App", () => {
         assert.strictEqual(answer.error, "invalid_request")
         assert.include(answer.message, '"_tag":"Request"')
         for (const word of ["SyntaxError", "TypeError", "Unexpected token", "garbage"]) assert.notInclude(text, word)
+      }
+    })
+  )
+
+  it.scopedLive("a body over the limit is the same 413 on /db/rpc, /db/sync and /mcp, declared or streamed", () =>
+    Effect.gen(function* () {
+      const app = yield* startApp({ env: { CAIRN_MAX_BODY_BYTES: "4096" } })
+      const db = yield* app.token({ sub: "alice", org: "acme" })
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const search = "x".repeat(8_000)
+      const ways: ReadonlyArray<readonly [string, string, Record<string, string>, string]> = [
+        ["/db/rpc", db, { "content-type": "application/json" }, JSON.stringify({ _tag: "Request", id: "1", tag: "Describe", payload: { search }, headers: [] })],
+        ["/db/sync", db, { "content-type": "application/ndjson" }, `${JSON.stringify({ _tag: "Request", id: "1", tag: "SyncSnapshot", payload: { search }, headers: [] })}\n`],
+        [
+          "/mcp",
+          agent,
+          { "content-type": "application/json", accept: "application/json, text/event-stream" },
+          JSON.stringify({ jsonrpc: "2.0", id: 1, method: "tools/call", params: { name: "describe", arguments: { search } } })
+        ]
+      ]
+      for (const [path, token, headers, body] of ways) {
+        for (const streamed of [false, true]) {
+          // A stream body goes out chunked, without a Content-Length: the limit is met while reading.
+          const sent = streamed
+            ? new ReadableStream<Uint8Array>({
+                start(controller) {
+                  const bytes = new TextEncoder().encode(body)
+                  for (let at = 0; at < bytes.length; at += 1024) controller.enqueue(bytes.slice(at, at + 1024))
+                  controller.close()
+                }
+              })
+            : body
+          const response = yield* Effect.promise(() =>
+            fetch(`${app.base}${path}`, { method: "POST", headers: { authorization: `Bearer ${token}`, ...headers }, body: sent, duplex: "half" } as RequestInit)
+          )
+          const text = yield* Effect.promise(() => response.text())
+          assert.strictEqual(response.status, 413, `${path} streamed=${streamed}: ${text}`)
+          const answer = JSON.parse(text)
+          assert.strictEqual(answer.error, "payload_too_large", text)
+          assert.strictEqual(answer.limitBytes, 4096)
+          assert.strictEqual(answer.requestId, response.headers.get("x-request-id"))
+        }
       }
     })
   )

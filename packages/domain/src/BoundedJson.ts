@@ -35,8 +35,12 @@ export const defaultJsonBounds: JsonBounds = {
   maxNodes: 100_000
 }
 
-/** Which bound a refused document exceeded (`syntax`: not JSON at all, `prototypeKey`: a `__proto__` key). */
-export type JsonRefusalBound = keyof JsonBounds | "syntax" | "prototypeKey"
+/**
+ * Which bound a refused document exceeded (`syntax`: not JSON at all, `prototypeKey`: a
+ * `__proto__` key, `loneSurrogate`: a string that is not well-formed Unicode, refused by
+ * `check` only).
+ */
+export type JsonRefusalBound = keyof JsonBounds | "syntax" | "prototypeKey" | "loneSurrogate"
 
 /**
  * The document was not parsed. `reason` is one short sentence a caller can act on; it
@@ -65,8 +69,18 @@ const refusal = (bound: JsonRefusalBound, limits: JsonBounds, what: string): Jso
       return new JsonRefusal({ bound, reason: `The ${what} has a "__proto__" key, which is not accepted; rename it.` })
     case "syntax":
       return new JsonRefusal({ bound, reason: `The ${what} is not valid JSON.` })
+    case "loneSurrogate":
+      return new JsonRefusal({ bound, reason: `A string in the ${what} is not well-formed Unicode (it has an unpaired surrogate); send valid UTF-8 text.` })
   }
 }
+
+/**
+ * An unpaired UTF-16 surrogate (JSON's `\ud800` escapes allow one). Text is stored as UTF-8,
+ * which cannot hold one: SQLite would keep the surrogate's invalid bytes and answer three
+ * U+FFFD, while the commit log (JSON) keeps the escape, so a replica fed by the change feed
+ * and one fed by a snapshot would disagree on the same record.
+ */
+const loneSurrogate = /[\ud800-\udbff](?![\udc00-\udfff])|(?<![\ud800-\udbff])[\udc00-\udfff]/
 
 // Character codes the scanner looks at.
 const QUOTE = 0x22
@@ -260,6 +274,7 @@ export const parse = (text: string, bounds: JsonBounds = defaultJsonBounds): Eit
  * The same bounds over a value already parsed (by a transport's own JSON parser, which is
  * native and linear): an iterative walk that stops at the first exceeded bound, so
  * nothing recursive (schema decoding, issue reports) ever sees a value outside them.
+ * Every string, value or key, must also be well-formed Unicode (see `loneSurrogate`).
  * Only plain JSON values are expected; anything else counts as one value.
  */
 export const check = (value: unknown, bounds: JsonBounds = defaultJsonBounds): Option.Option<JsonRefusal> => {
@@ -270,6 +285,7 @@ export const check = (value: unknown, bounds: JsonBounds = defaultJsonBounds): O
     if (++nodes > bounds.maxNodes) return Option.some(refusal("maxNodes", bounds, "request"))
     if (typeof current === "string") {
       if (current.length > bounds.maxStringLength) return Option.some(refusal("maxStringLength", bounds, "request"))
+      if (loneSurrogate.test(current)) return Option.some(refusal("loneSurrogate", bounds, "request"))
       continue
     }
     if (current === null || typeof current !== "object") continue
@@ -284,6 +300,7 @@ export const check = (value: unknown, bounds: JsonBounds = defaultJsonBounds): O
     for (const key of keys) {
       if (key === "__proto__") return Option.some(refusal("prototypeKey", bounds, "request"))
       if (key.length > bounds.maxStringLength) return Option.some(refusal("maxStringLength", bounds, "request"))
+      if (loneSurrogate.test(key)) return Option.some(refusal("loneSurrogate", bounds, "request"))
       stack.push([(current as Record<string, unknown>)[key], depth + 1])
     }
   }

@@ -22,7 +22,8 @@ export const summarizeIssues = (issues: ReadonlyArray<Issue>, shown = 5): string
   return (
     listed
       .slice(0, shown)
-      .map((i) => `${i.path}: ${i.message}`)
+      // An issue written as a sentence keeps its words, not its full stop: the summary is one sentence.
+      .map((i) => `${i.path}: ${i.message.replace(/\.$/, "")}`)
       .join("; ") +
     (more > 0 ? `; and ${more} more` : "") +
     (summary !== undefined && omitted === undefined ? `; ${summary.message}` : "")

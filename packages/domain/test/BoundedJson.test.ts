@@ -4,7 +4,7 @@
 // exactly when JSON.parse throws. Then the measured attacks: deep nesting, huge arrays,
 // objects and strings, lone surrogates, and `__proto__` keys.
 import { assert, describe, it } from "@effect/vitest"
-import { Either } from "effect"
+import { Either, Option } from "effect"
 import fc from "fast-check"
 import { BoundedJson } from "@cairn/domain"
 
@@ -213,6 +213,18 @@ describe("BoundedJson.parse", () => {
     // Other keys that look alike are fine.
     for (const text of [`{"__proto_":1}`, `{"constructor":{"prototype":1}}`, `{"__proto__x":1}`, `["__proto__"]`]) {
       assert.isTrue(Either.isRight(BoundedJson.parse(text)), text)
+    }
+  })
+
+  it("check refuses a string or key with an unpaired surrogate, which UTF-8 storage cannot keep as sent", () => {
+    for (const value of ["\ud800", "a\udc00", "\udbffx", "x\ude00\ud83d", ["ok", { k: "\ud800" }], { "\udfff": 1 }, { a: { "b\ud800": [] } }]) {
+      const refused = BoundedJson.check(value)
+      assert.isTrue(Option.isSome(refused), JSON.stringify(value))
+      assert.strictEqual((refused as Option.Some<BoundedJson.JsonRefusal>).value.bound, "loneSurrogate")
+    }
+    // Paired surrogates (astral characters) and everything else are text as usual.
+    for (const value of ["😀", "\ud83d\ude00", "é\u2028\u0000", { "😀": ["\udbff\udfff"] }, ""]) {
+      assert.isTrue(Option.isNone(BoundedJson.check(value)), JSON.stringify(value))
     }
   })
 

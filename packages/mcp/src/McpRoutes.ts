@@ -29,7 +29,7 @@ import { hotSpan } from "@cairn/domain/HotSpan"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
 import { type Refusal } from "@cairn/server/Refusal"
-import { bodyText } from "@cairn/server/RequestBody"
+import { bodyText, isTooLarge, tooLargeAnswer } from "@cairn/server/RequestBody"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
@@ -234,7 +234,10 @@ export const McpRoutes = HttpLayerRouter.use(
         return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST" })
       }
 
-      const body = yield* bodyText(request)
+      // A body crossing the limit as it streams in gets the front's 413, as one declared too large does.
+      const read = yield* Effect.either(bodyText(request))
+      if (read._tag === "Left") return isTooLarge(read.left) ? yield* tooLargeAnswer(config.maxBodyBytes) : yield* read.left
+      const body = read.right
       // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
       const parsed = parseJson(body)
       const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)

@@ -16,15 +16,12 @@ import { CurrentTransport, type TransportName } from "./EngineMetrics.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
-import { bodyText } from "./RequestBody.js"
+import { bodyText, isTooLarge } from "./RequestBody.js"
 import { type EngineError, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
 import { type Framing, ParsedEnvelope, readEnvelope } from "./RpcEnvelope.js"
 
 /** Per-request state a handler hands back to the gate (RPC responses themselves are always 200). */
 export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Exchange, { refusal: Refusal | undefined }>() {}
-
-const isTooLarge = (error: unknown) =>
-  typeof error === "object" && error !== null && "cause" in error && error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
 
 /**
  * The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route

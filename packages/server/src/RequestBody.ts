@@ -15,6 +15,8 @@ import { IncomingMessage } from "node:http"
 import { HttpIncomingMessage, HttpServerError, type HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Either, Option } from "effect"
+import { Correlation } from "./Correlation.js"
+import { payloadTooLarge } from "./internal/frontError.js"
 
 type Outcome = Either.Either<string, HttpServerError.RequestError>
 
@@ -47,8 +49,9 @@ const start = (request: HttpServerRequest.HttpServerRequest, source: IncomingMes
     bytes += chunk.length
     if (maxBytes !== undefined && bytes > maxBytes) {
       refuse(new Error("maxBytes exceeded"))
-      // As the platform leaves it: the rest of an oversized body is not read.
-      if (!source.closed) source.destroy()
+      // As the platform leaves it: the rest of an oversized body is not read. A body that has
+      // all arrived has no rest, and destroying it would drop the connection before the 413.
+      if (!source.closed && !source.complete) source.destroy()
     }
   }
   source.on("data", onData)
@@ -83,3 +86,10 @@ export const bodyText = (request: HttpServerRequest.HttpServerRequest): Effect.E
     })
   )
 }
+
+/** Whether a failed read of `bodyText` is the body crossing the size limit (rather than, say, a hang-up). */
+export const isTooLarge = (error: unknown): boolean =>
+  typeof error === "object" && error !== null && "cause" in error && error.cause instanceof Error && error.cause.message === "maxBytes exceeded"
+
+/** The front's 413 for a body that crossed `limitBytes` while it was read: the same answer as for one declared too large. */
+export const tooLargeAnswer = (limitBytes: number) => Effect.map(Correlation.id, (requestId) => payloadTooLarge(requestId, limitBytes))

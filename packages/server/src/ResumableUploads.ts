@@ -7,7 +7,7 @@
  * and quota applied). Partial uploads live per database (`<dataDir>/uploads/<database
  * id>`), are reachable only from that database, and expire with the upload handle TTL.
  */
-import { randomBytes } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import { createReadStream } from "node:fs"
 import { join } from "node:path"
 import type { Server } from "@tus/server"
@@ -29,6 +29,18 @@ const loadTus = () =>
 
 /** The request header carrying the verified caller into the protocol's hooks (set by us, never by the client). */
 const contextHeader = "x-cairn-upload-context"
+
+/**
+ * An upload's id names its creator: 32 random hex characters, then 32 of
+ * sha256(random, subject). Every request on it (HEAD, PATCH, DELETE) must come from the same
+ * subject, or it is answered as an upload that does not exist: within a database, another
+ * caller holding the URL can neither see its progress, write into it, finish it (and take its
+ * handle) nor cancel it. No state is kept: a partial upload resumes after a restart.
+ */
+const ownedId = (random: string, subject: string) => random + createHash("sha256").update(`${random}\0${subject}`).digest("hex").slice(0, 32)
+const isOwnedBy = (id: string, subject: string) => id.length === 64 && ownedId(id.slice(0, 32), subject) === id
+/** The tus server's own answer for an upload it does not have. */
+const uploadNotFound = { status_code: 404, body: "The file for this url was not found\n" }
 
 const decodeMetadata = (value: string | null | undefined): string | undefined => (value === null || value === undefined ? undefined : value)
 
@@ -75,6 +87,10 @@ export const makeResumable = (options: {
       relativeLocation: true,
       respectForwardedHeaders: false,
       maxSize: options.limits.maxObjectBytes,
+      namingFunction: (req) => ownedId(randomBytes(16).toString("hex"), callerOf(req).subject),
+      onIncomingRequest: async (req, id) => {
+        if (!isOwnedBy(id, callerOf(req).subject)) throw uploadNotFound
+      },
       onUploadCreate: async (_req, upload) => {
         const type = decodeMetadata(upload.metadata?.["filetype"])
         const name = decodeMetadata(upload.metadata?.["filename"])

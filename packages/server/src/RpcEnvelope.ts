@@ -2,7 +2,8 @@
  * The envelope of an @effect/rpc HTTP body, checked before the RPC layer reads it. The
  * RPC layer turns an unreadable body into a defect that echoes the parser's error (its
  * class name and text), and silently drops an NDJSON line without its newline; this
- * check answers both with a plain 400 saying what a request looks like instead. It looks
+ * check answers both with a plain 400 saying what a request looks like instead, as it does a
+ * body of more than one message (in either framing: one call per HTTP request). It looks
  * at the envelope only: payloads are the engine's to decode. The messages it parsed are handed
  * on (`ParsedEnvelope`), so the RPC layer does not parse the body again (a body near the size
  * limit costs ~17 ms of the event loop per parse).
@@ -61,7 +62,7 @@ export const readEnvelope = (body: string, framing: Framing): Envelope => {
   const example =
     framing === "json"
       ? 'Send one JSON object: {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]}.'
-      : 'Send NDJSON: one {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]} per line, each line ending with a newline.'
+      : 'Send one NDJSON line: {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]} ending with a newline.'
   if (framing === "json") {
     const parsed = parse(body)
     if (!parsed.ok) return { problem: `The request body is not valid JSON. ${example}` }
@@ -69,14 +70,14 @@ export const readEnvelope = (body: string, framing: Framing): Envelope => {
     return problem === undefined ? { messages: [parsed.value] } : { problem: `The request body is not an RPC message: ${problem}. ${example}` }
   }
   if (!body.endsWith("\n")) return { problem: `The request body must end with a newline. ${example}` }
-  const lines = body.slice(0, -1).split("\n")
-  const messages: Array<unknown> = []
-  for (const [i, line] of lines.entries()) {
-    const parsed = parse(line)
-    if (!parsed.ok) return { problem: `Line ${i + 1} of the request body is not valid JSON. ${example}` }
-    const problem = messageProblem(parsed.value)
-    if (problem !== undefined) return { problem: `Line ${i + 1} of the request body is not an RPC message: ${problem}. ${example}` }
-    messages.push(parsed.value)
+  // One message per body, as for JSON: every client sends each call in its own HTTP request, and
+  // a body of thousands of lines would run thousands of calls (each answer buffered unpaced) for
+  // one request, holding the event loop for seconds.
+  if (body.indexOf("\n") !== body.length - 1) {
+    return { problem: `The request body holds more than one line; send one RPC message per HTTP request. ${example}` }
   }
-  return { messages }
+  const parsed = parse(body.slice(0, -1))
+  if (!parsed.ok) return { problem: `The request body is not valid JSON. ${example}` }
+  const problem = messageProblem(parsed.value)
+  return problem === undefined ? { messages: [parsed.value] } : { problem: `The request body is not an RPC message: ${problem}. ${example}` }
 }

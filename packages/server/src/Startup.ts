@@ -47,12 +47,22 @@ export const LoggerLive = Layer.unwrapEffect(
   )
 )
 
+/**
+ * An error's own words: its message, or, for a wrapper with none (the platform's `ServeError`
+ * around a failed `listen`, e.g. a port in use), the words of what it wraps.
+ */
+const wordsOf = (error: unknown, depth = 0): string | undefined => {
+  if (typeof error === "string") return error === "" ? undefined : error
+  if (typeof error !== "object" || error === null || depth > 4) return undefined
+  if ("message" in error && typeof error.message === "string" && error.message !== "") return error.message
+  return "cause" in error ? wordsOf(error.cause, depth + 1) : undefined
+}
+
 /** A startup failure in one sentence: the error's own message, whatever its kind. */
 const messageOf = (cause: Cause.Cause<unknown>): string => {
   const failure = Option.getOrUndefined(Cause.failureOption(cause)) ?? Option.getOrUndefined(Cause.dieOption(cause))
   if (ConfigError.isConfigError(failure)) return describeConfigError(failure).join("; ")
-  if (typeof failure === "object" && failure !== null && "message" in failure && typeof failure.message === "string") return failure.message
-  return typeof failure === "string" ? failure : Cause.pretty(cause).split("\n")[0]!
+  return wordsOf(failure) ?? Cause.pretty(cause).split("\n")[0]!
 }
 
 /** The deployment did not start; `message` is what the operator reads, `exitCode` 2 for settings, 1 otherwise. */

@@ -9,6 +9,7 @@ import { digest } from "@cairn/catalog/Digest"
 import { leafProblems } from "@cairn/catalog/ColumnValue"
 import { type Direction, type Filter, idOperators, type Path, type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
 import { Inaccessible, InvalidQuery, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { standIn } from "@cairn/domain/Redaction"
 import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 
@@ -198,7 +199,8 @@ class Planner {
         const at = problem.index === undefined ? `${where}/value` : `${where}/value/${problem.index}`
         if (problem.value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
         if (filter.op === "startsWith" || filter.op === "contains") return invalid(at, `"${filter.op}" takes a string.`)
-        return invalid(at, `${JSON.stringify(problem.value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
+        // Described, not echoed (as decoding does): a 64 Ki string came back twice, and 1e400 read "null".
+        return invalid(at, `${standIn(problem.value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
       }
     }
   }

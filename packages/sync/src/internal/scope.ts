@@ -11,6 +11,7 @@ import { leafProblems } from "@cairn/catalog/ColumnValue"
 import { type View } from "@cairn/catalog/View"
 import { type Filter, idOperators } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, type QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { standIn } from "@cairn/domain/Redaction"
 import { type SyncScope } from "@cairn/domain/Sync"
 import * as SubjectTemplate from "@cairn/policy/SubjectTemplate"
 import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query/FilterDecoder"
@@ -64,7 +65,8 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
         } else {
           issues.push({
             path: `${at}/value${problem.index === undefined ? "" : `/${problem.index}`}`,
-            message: `${JSON.stringify(problem.value)} is not a valid value for ${entity.name}.${name}${problem.value === null ? " (use isNull)" : ""}`
+            // Described, not echoed, as in a query's filter.
+            message: `${standIn(problem.value)} is not a valid value for ${entity.name}.${name}${problem.value === null ? " (use isNull)" : ""}`
           })
         }
       }
