@@ -31,6 +31,38 @@ describe("CORS on /db/*", () => {
       assert.strictEqual(refused.status, 403)
       assert.isNull(refused.headers.get("access-control-allow-origin"))
 
+      // Each route's preflight names what that route takes: TUS's methods and headers for a
+      // resumable upload (tus-js-client's PATCH with Upload-Offset), ranges for a download.
+      const routePreflight = (path: string, method: string, headers: string) =>
+        Effect.promise(() =>
+          fetch(`${app.base}${path}`, {
+            method: "OPTIONS",
+            headers: { origin: "https://app.example.com", "access-control-request-method": method, "access-control-request-headers": headers }
+          })
+        )
+      const tusHeaders = ["authorization", "content-type", "tus-resumable", "upload-length", "upload-metadata", "upload-offset"]
+      for (const [path, method] of [["/db/objects/resumable", "POST"], ["/db/objects/resumable/some-upload", "PATCH"], ["/db/objects/resumable/some-upload", "HEAD"]] as const) {
+        const answer = yield* routePreflight(path, method, tusHeaders.join(", "))
+        assert.strictEqual(answer.status, 204, `${method} ${path}`)
+        assert.include(answer.headers.get("access-control-allow-methods") ?? "", method, path)
+        const allowedHeaders = (answer.headers.get("access-control-allow-headers") ?? "").split(/,\s*/)
+        for (const header of tusHeaders) assert.include(allowedHeaders, header, `${path}: ${header}`)
+      }
+      const download = yield* routePreflight("/db/objects/0192f000-0000-7000-8000-000000000001", "GET", "authorization, range, if-none-match")
+      assert.strictEqual(download.status, 204)
+      assert.include(download.headers.get("access-control-allow-headers") ?? "", "range")
+      // A page reads TUS's answer headers (where the upload is, how far it got) and a download's.
+      const created = yield* Effect.promise(() =>
+        fetch(`${app.base}/db/objects/resumable`, {
+          method: "POST",
+          headers: { origin: "https://app.example.com", authorization: `Bearer ${token}`, "tus-resumable": "1.0.0", "upload-length": "5" }
+        })
+      )
+      assert.strictEqual(created.status, 201)
+      assert.strictEqual(created.headers.get("access-control-allow-origin"), "https://app.example.com")
+      const exposed = (created.headers.get("access-control-expose-headers") ?? "").split(/,\s*/)
+      for (const header of ["location", "upload-offset", "tus-resumable", "etag", "content-range", "x-request-id"]) assert.include(exposed, header)
+
       const post = (origin: string) =>
         Effect.promise(() =>
           fetch(`${app.base}/db/rpc`, {

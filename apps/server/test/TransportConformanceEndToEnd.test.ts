@@ -370,17 +370,51 @@ describe("transport conformance through the real App", () => {
     })
   )
 
-  it.scopedLive("every path under /db/* needs a token; an authenticated unknown path is a plain 404", () =>
+  it.scopedLive("every path under /db/* needs a token; then an unknown path is a plain 404, a known one's other methods 405 with Allow", () =>
     Effect.gen(function* () {
       const app = yield* startApp()
       const token = yield* app.token({ sub: "alice", org: "acme" })
-      for (const [method, path] of [["POST", "/db/anything"], ["GET", "/db/rpc"], ["DELETE", "/db/sync/x"], ["GET", "/db/"], ["PUT", "/db"]] as const) {
-        const anonymous = yield* Effect.promise(() => fetch(`${app.base}${path}`, { method }))
+      const send = (method: string, path: string, headers: Record<string, string> = {}) =>
+        Effect.promise(() => fetch(`${app.base}${path}`, { method, headers }))
+      const cases: ReadonlyArray<readonly [string, string, number, string | null]> = [
+        ["POST", "/db/anything", 404, null],
+        ["DELETE", "/db/sync/x", 404, null],
+        ["GET", "/db/", 404, null],
+        ["PUT", "/db", 404, null],
+        ["GET", "/db/rpc", 405, "POST, OPTIONS"],
+        ["HEAD", "/db/rpc", 405, "POST, OPTIONS"],
+        ["DELETE", "/db/rpc", 405, "POST, OPTIONS"],
+        ["GET", "/db/sync", 405, "POST, OPTIONS"],
+        ["GET", "/db/objects", 405, "POST, OPTIONS"],
+        ["DELETE", "/db/objects/0192f000-0000-7000-8000-000000000001", 405, "GET, HEAD, OPTIONS"],
+        ["GET", "/db/objects/0192f000-0000-7000-8000-000000000001/link", 405, "POST, OPTIONS"],
+        // OPTIONS without an Origin is a client asking, not a browser's preflight.
+        ["OPTIONS", "/db/rpc", 204, "POST, OPTIONS"],
+        ["OPTIONS", "/db/objects/0192f000-0000-7000-8000-000000000001", 204, "GET, HEAD, OPTIONS"]
+      ]
+      for (const [method, path, status, allow] of cases) {
+        const anonymous = yield* send(method, path)
         assert.strictEqual(anonymous.status, 401, `${method} ${path}`)
         assert.strictEqual(anonymous.headers.get("www-authenticate"), 'Bearer realm="cairn"')
-        const known = yield* Effect.promise(() => fetch(`${app.base}${path}`, { method, headers: { authorization: `Bearer ${token}` } }))
-        assert.strictEqual(known.status, 404, `${method} ${path}`)
-        assert.strictEqual((yield* Effect.promise(() => known.json())).error, "not_found")
+        const known = yield* send(method, path, { authorization: `Bearer ${token}` })
+        assert.strictEqual(known.status, status, `${method} ${path}`)
+        assert.strictEqual(known.headers.get("allow"), allow, `${method} ${path}`)
+        if (status !== 204 && method !== "HEAD") {
+          const answer = yield* Effect.promise(() => known.json())
+          assert.strictEqual(answer.error, status === 404 ? "not_found" : "method_not_allowed", `${method} ${path}`)
+          if (status === 405) assert.include(answer.message, `not ${method}`)
+        }
+      }
+      // A resumable upload's OPTIONS (no Origin) is TUS's own capability answer, for a caller with a token.
+      const tus = yield* send("OPTIONS", "/db/objects/resumable", { authorization: `Bearer ${token}` })
+      assert.strictEqual(tus.status, 204)
+      assert.strictEqual(tus.headers.get("tus-version"), "1.0.0")
+      // Outside /db: the probes take GET (and HEAD) only.
+      for (const path of ["/health", "/ready"]) {
+        const post = yield* send("POST", path)
+        assert.strictEqual(post.status, 405, path)
+        assert.strictEqual(post.headers.get("allow"), "GET, HEAD, OPTIONS")
+        assert.strictEqual((yield* send("HEAD", path)).status, 200, path)
       }
     })
   )

@@ -1,7 +1,7 @@
 /**
  * The JSON body of an HTTP-level refusal by the front (before or around the RPC layer):
  * authentication and scope, a foreign origin, body size, timeout, overload, an unavailable
- * database, unknown route, internal failure. The
+ * database, unknown route, a method the path is not served under, internal failure. The
  * eight public error codes travel inside RPC responses instead; these never do.
  */
 import { Schema } from "effect"
@@ -16,6 +16,7 @@ export const FrontErrorCode = Schema.Literal(
   "overloaded",
   "unavailable",
   "not_found",
+  "method_not_allowed",
   "internal_error"
 )
 export type FrontErrorCode = typeof FrontErrorCode.Type

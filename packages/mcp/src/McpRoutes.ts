@@ -229,9 +229,11 @@ export const McpRoutes = HttpLayerRouter.use(
       const admitted = yield* Effect.either(gate.authenticate(request, "mcp"))
       if (admitted._tag === "Left") return admitted.left
       const principal = admitted.right
+      // A client asking what the endpoint takes (a browser's preflight from a foreign Origin was refused before).
+      if (request.method === "OPTIONS") return HttpServerResponse.empty({ status: 204, headers: { allow: "POST, OPTIONS" } })
       if (request.method !== "POST") {
         // Stateless: no standalone SSE stream to open (GET) and no session to end (DELETE).
-        return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST" })
+        return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST, OPTIONS" })
       }
 
       // A body crossing the limit as it streams in gets the front's 413, as one declared too large does.
@@ -298,7 +300,7 @@ export const McpRoutes = HttpLayerRouter.use(
       return toResponse(response.answer, response.text)
     })
 
-    for (const method of ["POST", "GET", "DELETE"] as const) {
+    for (const method of ["POST", "GET", "DELETE", "PUT", "PATCH", "OPTIONS"] as const) {
       yield* router.add(method, "/mcp", (request) =>
         handle(request).pipe(
           Effect.catchAll(() => Effect.succeed(jsonRpcError(400, "Bad Request: the request body could not be read.")))

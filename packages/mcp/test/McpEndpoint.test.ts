@@ -88,7 +88,7 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint"
     })
   )
 
-  it.effect("after authentication: foreign Origin or Host 403, GET and DELETE 405, bad protocol version 400", () =>
+  it.effect("after authentication: foreign Origin or Host 403, other methods 405 with Allow (OPTIONS 204), bad protocol version 400", () =>
     Effect.gen(function* () {
       const { base, mcpUrl, token } = yield* StackTag
       const auth = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" })}` }
@@ -120,11 +120,16 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint"
       )
       assert.strictEqual(evilHost, 403)
 
-      for (const method of ["GET", "DELETE"]) {
+      for (const method of ["GET", "DELETE", "PUT", "PATCH"]) {
         const response = yield* Effect.promise(() => fetch(mcpUrl, { method, headers: { ...auth, accept: "text/event-stream" } }))
         assert.strictEqual(response.status, 405, method)
-        assert.strictEqual(response.headers.get("allow"), "POST")
+        assert.strictEqual(response.headers.get("allow"), "POST, OPTIONS")
       }
+      // OPTIONS without an Origin asks what the endpoint takes; anonymous, it learns nothing.
+      const options = yield* Effect.promise(() => fetch(mcpUrl, { method: "OPTIONS", headers: auth }))
+      assert.strictEqual(options.status, 204)
+      assert.strictEqual(options.headers.get("allow"), "POST, OPTIONS")
+      assert.strictEqual((yield* Effect.promise(() => fetch(mcpUrl, { method: "PUT" }))).status, 401)
 
       const badVersion = yield* post(mcpUrl, list, { ...auth, "mcp-protocol-version": "1999-01-01" })
       assert.strictEqual(badVersion.status, 400)

@@ -9,7 +9,7 @@ import { accessScopes } from "@cairn/domain/AccessScope"
 import { type Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
 import { Correlation } from "./Correlation.js"
-import { corsHeaders, corsOriginsConfig, preflightHeaders } from "./CorsOrigins.js"
+import { corsHeaders, corsOriginsConfig, type CorsRoute, preflightHeaders } from "./CorsOrigins.js"
 import { Identity, type Resource } from "./Identity.js"
 import { frontError } from "./internal/frontError.js"
 import { foreignOrigin } from "./Loopback.js"
@@ -139,14 +139,20 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
     /** CORS headers for an answer to `request` (empty unless its Origin is on the allowlist). */
     const cors = (request: HttpServerRequest.HttpServerRequest) => corsHeaders(corsOrigins, request.headers["origin"])
 
-    /** The answer to a CORS preflight: 204 for an allowed origin, 403 (no CORS headers) for any other. */
-    const preflight = (request: HttpServerRequest.HttpServerRequest) =>
-      Effect.map(Correlation.id, (requestId) => {
-        const origin = request.headers["origin"]
-        return origin !== undefined && corsOrigins.has(origin)
-          ? HttpServerResponse.empty({ status: 204, headers: preflightHeaders(origin) })
+    /**
+     * The answer to an OPTIONS request for `route` when it is a browser's CORS preflight (it has an
+     * Origin, and carries no token): 204 for an allowed origin, 403 (no CORS headers) for any other.
+     * Without an Origin it is a client asking what the path takes: `undefined`, it is gated and routed.
+     */
+    const preflight = (request: HttpServerRequest.HttpServerRequest, route: CorsRoute) => {
+      const origin = request.headers["origin"]
+      if (origin === undefined) return Effect.succeed(undefined)
+      return Effect.map(Correlation.id, (requestId) =>
+        corsOrigins.has(origin)
+          ? HttpServerResponse.empty({ status: 204, headers: preflightHeaders(origin, route) })
           : frontError(403, { error: "forbidden", message: "Requests from this Origin are not allowed (see CAIRN_CORS_ORIGINS).", requestId })
-      })
+      )
+    }
 
     return { authenticate, refuse, cors, preflight } as const
   })

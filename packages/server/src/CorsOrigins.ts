@@ -28,21 +28,60 @@ export const corsOriginsConfig: Config.Config<ReadonlySet<string>> = Config.stri
   })
 )
 
+/**
+ * What a route lets an allowed origin send (a preflight's answer): its methods and request
+ * headers. The answers' own headers a page may read are one list for every `/db` route.
+ */
+export interface CorsRoute {
+  readonly methods: string
+  readonly headers: string
+}
+
+/** `/db/rpc` and `/db/sync`: POST with a bearer token and a JSON or NDJSON body. */
+export const rpcCors: CorsRoute = { methods: "POST", headers: "authorization, content-type" }
+/** `/db/objects`: a streamed upload (its name in `x-file-name`), a download (ranges, revalidation), a signed link. */
+export const objectsCors: CorsRoute = { methods: "GET, POST", headers: "authorization, content-type, x-file-name, range, if-none-match" }
+/** `/db/objects/resumable`: the TUS 1.0 requests tus-js-client sends. */
+export const resumableCors: CorsRoute = {
+  methods: "POST, HEAD, PATCH, DELETE",
+  headers: "authorization, content-type, tus-resumable, upload-length, upload-defer-length, upload-metadata, upload-offset, upload-concat, x-http-method-override, x-requested-with"
+}
+
+/** Answer headers an allowed page may read: the front's, TUS's and a download's. */
+const exposed = [
+  "x-request-id",
+  "www-authenticate",
+  "retry-after",
+  "location",
+  "tus-resumable",
+  "tus-version",
+  "tus-extension",
+  "tus-max-size",
+  "upload-offset",
+  "upload-length",
+  "upload-metadata",
+  "upload-expires",
+  "etag",
+  "content-range",
+  "content-disposition",
+  "accept-ranges"
+].join(", ")
+
 /** Response headers letting `origin` read an answer, or none when it is not allowed. */
 export const corsHeaders = (allowed: ReadonlySet<string>, origin: string | undefined): Record<string, string> =>
   origin !== undefined && allowed.has(origin)
     ? {
         "access-control-allow-origin": origin,
-        "access-control-expose-headers": "x-request-id, www-authenticate, retry-after",
+        "access-control-expose-headers": exposed,
         vary: "Origin"
       }
     : {}
 
-/** The answer to a preflight for `/db/*` from an allowed origin: POST with a bearer token and a JSON or NDJSON body. */
-export const preflightHeaders = (origin: string): Record<string, string> => ({
+/** The answer to a preflight for `route` from an allowed origin. */
+export const preflightHeaders = (origin: string, route: CorsRoute): Record<string, string> => ({
   "access-control-allow-origin": origin,
-  "access-control-allow-methods": "POST",
-  "access-control-allow-headers": "authorization, content-type",
+  "access-control-allow-methods": route.methods,
+  "access-control-allow-headers": route.headers,
   "access-control-max-age": "600",
   vary: "Origin"
 })

@@ -12,6 +12,7 @@ import { type PublicError } from "@cairn/domain/PublicError"
 import { Context, Effect, Layer, Option } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
+import { rpcCors } from "./CorsOrigins.js"
 import { CurrentTransport, type TransportName } from "./EngineMetrics.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
@@ -68,7 +69,8 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
         return Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
           // A CORS preflight carries no token: it is answered before the gate, for allowed origins only.
-          if (request.method === "OPTIONS") return yield* gate.preflight(request)
+          const preflight = request.method === "OPTIONS" ? yield* gate.preflight(request, rpcCors) : undefined
+          if (preflight !== undefined) return preflight
           return HttpServerResponse.setHeaders(yield* gated(request), gate.cors(request))
         })
       }

@@ -16,7 +16,9 @@ import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequ
 import { Effect, Layer, Option, Schedule, Stream } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
+import { type CorsRoute, objectsCors, resumableCors } from "./CorsOrigins.js"
 import { frontError } from "./internal/frontError.js"
+import { methodNotAllowed, refuseOtherMethods } from "./MethodNotAllowed.js"
 import { type FileRefusal, FileRefusal as FileRefusalError, Objects } from "./Objects.js"
 import { makeResumable, resumablePath } from "./ResumableUploads.js"
 import { Settings } from "./Settings.js"
@@ -63,12 +65,16 @@ const routes = Effect.gen(function* () {
       })
     })
 
-  /** Authenticates, runs `f` as the caller, and answers refusals; CORS as for every `/db` route. */
+  /** Authenticates, runs `f` as the caller, and answers refusals; CORS as for every `/db` route, preflights for `cors`. */
   const gated =
-    (f: (principal: Principal, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, FileRefusal>) =>
+    (
+      f: (principal: Principal, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, FileRefusal>,
+      cors: CorsRoute = objectsCors
+    ) =>
     (request: HttpServerRequest.HttpServerRequest) =>
       Effect.gen(function* () {
-        if (request.method === "OPTIONS") return yield* gate.preflight(request)
+        const preflight = request.method === "OPTIONS" ? yield* gate.preflight(request, cors) : undefined
+        if (preflight !== undefined) return preflight
         const admitted = yield* Effect.either(gate.authenticate(request, "db"))
         if (admitted._tag === "Left") return HttpServerResponse.setHeaders(admitted.left, gate.cors(request))
         const principal = admitted.right
@@ -149,16 +155,20 @@ const routes = Effect.gen(function* () {
       const web = yield* Effect.orElseFail(HttpServerRequest.toWeb(request), () => new FileRefusalError({ status: 400, error: "invalid_request", message: "The request could not be read." }))
       const answer = yield* Effect.promise(() => resumable.handle(principal, databaseId(principal.databaseKey), web))
       return HttpServerResponse.fromWeb(answer)
-    }).pipe(HttpServerRequest.withMaxBodySize(Option.none()))
+    }).pipe(HttpServerRequest.withMaxBodySize(Option.none())),
+    resumableCors
   )
 
   yield* router.add("*", resumablePath, tus)
   yield* router.add("*", `${resumablePath}/:uploadId`, tus)
   yield* router.add("POST", objectsPath, upload)
-  yield* router.add("OPTIONS", objectsPath, upload)
   yield* router.add("GET", `${objectsPath}/:objectId`, get)
-  yield* router.add("OPTIONS", `${objectsPath}/:objectId`, gated(() => Effect.dieMessage("unreachable")))
   yield* router.add("POST", `${objectsPath}/:objectId/link`, link)
+  // Any other method: a preflight, or (behind the gate) 405 with what the path takes.
+  const otherwise = (answer: ReturnType<typeof methodNotAllowed>) => gated((_, request) => answer(request))
+  yield* refuseOtherMethods(router, objectsPath, ["POST"], otherwise)
+  yield* refuseOtherMethods(router, `${objectsPath}/:objectId`, ["GET"], otherwise)
+  yield* refuseOtherMethods(router, `${objectsPath}/:objectId/link`, ["POST"], otherwise)
 })
 
 /** The `/db/objects` routes. Needs the `BearerGate` and what `Objects` needs. */

@@ -12,6 +12,7 @@ import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { Identity } from "./Identity.js"
+import { refuseOtherMethods } from "./MethodNotAllowed.js"
 import { Settings } from "./Settings.js"
 
 const writable = (dir: string): boolean => {
@@ -52,5 +53,6 @@ export const ReadinessRoute = HttpLayerRouter.use((router) =>
         )
       })
     )
+    yield* refuseOtherMethods(router, "/ready", ["GET"])
   })
 )
