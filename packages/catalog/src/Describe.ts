@@ -5,7 +5,7 @@
 import { Context, Effect, Layer, Option, Schema } from "effect"
 import { type Card, type Definition, type DescribeRequest, type DescribeResult } from "@cairn/domain/Describe"
 import { type DefinitionRef, refKey } from "@cairn/domain/References"
-import { InvalidQuery, UnknownDefinition } from "@cairn/domain/PublicError"
+import { InvalidQuery, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import type { CompiledEntity, CompiledOperation, CompiledTrait } from "./Catalog.js"
 import { Sealer } from "./Sealer.js"
 import { digest } from "./Digest.js"
@@ -19,6 +19,9 @@ export interface DescribeLimitsShape {
 }
 
 export const defaultDescribeLimits: DescribeLimitsShape = { defaultLimit: 25, maxLimit: 100 }
+
+/** The limit a discovery page or inspect list over `maxLimit` names in its `query_budget_exceeded`. */
+export const discoveryLimit = "discoveryMaxLimit"
 
 /**
  * The discovery limit: page sizes for browse and search, and references per inspect.
@@ -207,10 +210,11 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
     })
   }
   const limit = request.page?.limit ?? limits.defaultLimit
+  // A well-formed request over a discovery limit is refused as a query's page size is: a budget, with the way on.
   if (limit > limits.maxLimit) {
-    return yield* new InvalidQuery({
-      message: `page.limit may be at most ${limits.maxLimit}.`,
-      issues: [{ path: "/page/limit", message: `at most ${limits.maxLimit}` }]
+    return yield* new QueryBudgetExceeded({
+      limit: discoveryLimit,
+      message: `page.limit may be at most ${limits.maxLimit}; ask for ${limits.maxLimit} or fewer and continue with page.after.`
     })
   }
 
@@ -219,7 +223,10 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
       return yield* new InvalidQuery({ message: "inspect returns every requested definition at once; remove page.after." })
     }
     if (request.inspect.length > limits.maxLimit) {
-      return yield* new InvalidQuery({ message: `inspect accepts at most ${limits.maxLimit} references at once.` })
+      return yield* new QueryBudgetExceeded({
+        limit: discoveryLimit,
+        message: `inspect accepts at most ${limits.maxLimit} references at once; inspect the rest in further calls.`
+      })
     }
     const found: Array<Def> = []
     const seen = new Set<string>()

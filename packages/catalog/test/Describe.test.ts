@@ -131,11 +131,17 @@ describe("describe paging", () => {
       expect(first.cursor).toBeDefined()
     }).pipe(Effect.provide(Keys)))
 
-  it.effect("page.limit has a maximum (the discovery limit), configurable", () =>
+  it.effect("page.limit and inspect have a maximum (the discovery limit), configurable; over it is query_budget_exceeded", () =>
     Effect.gen(function* () {
       const view = View.full(yield* compile(synthetic(50)))
       const error = yield* Effect.flip(run(view, { browse: { kinds: ["entity"] }, page: { limit: 101 } }))
-      expect(error.message).toBe("page.limit may be at most 100.")
+      // A well-formed request over a limit: the budget code, as a query's page.first over its maximum.
+      expect(error._tag).toBe("QueryBudgetExceeded")
+      expect(error.message).toBe("page.limit may be at most 100; ask for 100 or fewer and continue with page.after.")
+      const inspect = yield* Effect.flip(
+        run(view, { inspect: Array.from({ length: 101 }, (_, i) => ({ kind: "entity" as const, name: `E${i}` })) })
+      )
+      expect(inspect._tag).toBe("QueryBudgetExceeded")
       const small = yield* run(view, { browse: { kinds: ["entity"] }, page: { limit: 5 } }).pipe(
         Effect.provideService(DescribeLimits, { defaultLimit: 2, maxLimit: 5 })
       )
@@ -143,7 +149,7 @@ describe("describe paging", () => {
       const tooBig = yield* Effect.flip(
         run(view, { browse: { kinds: ["entity"] }, page: { limit: 6 } }).pipe(Effect.provideService(DescribeLimits, { defaultLimit: 2, maxLimit: 5 }))
       )
-      expect(tooBig._tag).toBe("InvalidQuery")
+      expect(tooBig._tag).toBe("QueryBudgetExceeded")
     }).pipe(Effect.provide(Keys)))
 
   it.effect("a cursor from another query, another catalog, or tampered, fails invalid_query", () =>

@@ -34,6 +34,7 @@ const knownLimits = new Set([
   "maxInValues",
   "maxOrderTerms",
   "maxRowsExamined",
+  "discoveryMaxLimit",
   "snapshot size"
 ])
 
