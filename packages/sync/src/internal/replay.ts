@@ -171,6 +171,14 @@ export interface ReplayOptions {
   readonly narrowing?: Narrowing
 }
 
+/**
+ * Whether the row scopes of `scope` read rows other than the record's own (through
+ * relationships or `exists`). Then a range is decided against the reader's state, which must
+ * be the range's end: a range cut short of it cannot be replayed exactly.
+ */
+export const readsThrough = (catalog: Catalog, scope: ResolvedScope): boolean =>
+  scope.entries.some((entry) => entry.rowScope._tag === "Where" && entryNodes(catalog, entry, entry.rowScope.filter).length > 0)
+
 /** `touchedBy`, computed once per commit list (the hub's streams replay the same list; nothing mutates the answer). */
 const touchedOf = new WeakMap<ReadonlyArray<LogCommit>, Map<string, Map<string, Touched>>>()
 const touchedShared = (commits: ReadonlyArray<LogCommit>): Map<string, Map<string, Touched>> => {
