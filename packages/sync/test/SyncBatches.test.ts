@@ -3,11 +3,12 @@
 // (a larger commit alone), until it reaches the tip; only then does a live stream wait for
 // commits, and a `live: false` one ends there.
 import { assert, describe, it } from "@effect/vitest"
-import { Chunk, Effect, Stream } from "effect"
+import { Chunk, ConfigProvider, Effect, Exit, Stream } from "effect"
 import type { SyncBatch, SyncMessage } from "@cairn/domain/Sync"
 import type { Database } from "@cairn/store/Databases"
 import { Log, Position } from "@cairn/store"
 import { Sync } from "@cairn/sync/Sync"
+import { syncConfig } from "@cairn/sync/SyncConfig"
 import { applyBatch, changesOnce, engineLayer, snapshotAll } from "./support/harness.js"
 import { database, everything, idOf, run, tempDir, viewOf, visibleTo, who } from "./support/tracker.js"
 
@@ -209,4 +210,14 @@ describe("catch-up in bounded batches", () => {
       }),
       { retainedCommits: 1 }
     ))
+
+  it.effect("CAIRN_SYNC_MAX_BATCH_BYTES: 1 MiB unless set, a positive integer", () =>
+    Effect.gen(function* () {
+      const read = (env: Record<string, string>) => Effect.exit(Effect.withConfigProvider(syncConfig, ConfigProvider.fromMap(new Map(Object.entries(env)))))
+      const unset = yield* read({})
+      assert.isTrue(Exit.isSuccess(unset) && unset.value.maxBatchBytes === 1024 * 1024)
+      const set = yield* read({ CAIRN_SYNC_MAX_BATCH_BYTES: "4096" })
+      assert.isTrue(Exit.isSuccess(set) && set.value.maxBatchBytes === 4096)
+      for (const bad of ["0", "-1", "1.5", "lots"]) assert.isTrue(Exit.isFailure(yield* read({ CAIRN_SYNC_MAX_BATCH_BYTES: bad })), bad)
+    }))
 })
