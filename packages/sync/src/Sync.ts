@@ -676,7 +676,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const kind = kindOf(view, scope)
           const template = subjectTemplate(scope, principal.subject)
           const group = template === undefined ? `kind|${kind}` : `template|${kindOf(view, template)}`
-          const splits = !readsThrough(view.catalog, scope)
+          const splits = !readsThrough(scope)
           const spec = { view, scope, kind, subject: principal.subject, template, group, narrowing, splits, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           /**
