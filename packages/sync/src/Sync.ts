@@ -450,11 +450,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             if (waiter.position < from) from = waiter.position
           }
           if (byPosition.size === 0) return
-          if (last - from > 1) {
-            // A waiter that splits and whose range would exceed one batch (it fell behind, e.g. paused
-            // by its socket) reads its own bounded batches (`batch`) until it is at the tip again.
-            const nearest = Math.min(yield* Log.fittingFrom(reader, from, last, config.maxBatchBytes), last) - 1
-            if (from < nearest) {
+          // A waiter that splits and whose range would exceed one batch (it fell behind, e.g. paused by
+          // its socket) reads its own bounded batches (`batch`) until it is at the tip again. At the tip
+          // (one commit behind, or no stream that splits behind) nothing more is read.
+          let splitFrom = last - 1
+          for (const waiter of taken) if (waiter.splits && waiter.position < splitFrom && !answers.has(waiter)) splitFrom = waiter.position
+          if (splitFrom < last - 1) {
+            const nearest = Math.min(yield* Log.fittingFrom(reader, splitFrom, last, config.maxBatchBytes), last) - 1
+            if (splitFrom < nearest) {
               from = last
               for (const [position, kinds] of byPosition) {
                 if (position < nearest) {
