@@ -114,6 +114,45 @@ export const commitsAfter = (sql: SqlClient.SqlClient, position: number, limit: 
     Effect.catchTag("ParseError", Effect.die)
   )
 
+/**
+ * The last position of a batch of the commits after `position` (none past `last`): as many as
+ * fit together in `maxBytes` of stored `changes` (their JSON text's bytes), at least one (a
+ * larger commit goes alone); `position` when there is none. Reads only sizes, a chunk of
+ * rows at a time, so a cursor far behind costs the rows up to the bound, not the whole range.
+ */
+export const batchEnd = (sql: SqlClient.SqlClient, position: number, last: number, maxBytes: number) =>
+  Effect.gen(function* () {
+    let end = position
+    let bytes = 0
+    while (end < last) {
+      const sizes = yield* sql.unsafe<{ readonly p: number; readonly b: number }>(
+        `SELECT position AS p, octet_length(changes) AS b FROM ${commitsTable} WHERE position > ? AND position <= ? ORDER BY position LIMIT 512`,
+        [end, last]
+      )
+      if (sizes.length === 0) return end
+      for (const size of sizes) {
+        bytes += Number(size.b)
+        if (bytes > maxBytes && end > position) return end
+        end = Number(size.p)
+      }
+    }
+    return end
+  })
+
+/**
+ * The first position of the longest run of commits ending at `last` (none at or before
+ * `after`) whose stored `changes` fit together in `maxBytes`; `last + 1` when the last alone
+ * holds more. Reads only sizes.
+ */
+export const fittingFrom = (sql: SqlClient.SqlClient, after: number, last: number, maxBytes: number) =>
+  Effect.map(
+    sql.unsafe<{ readonly p: number | null }>(
+      `SELECT min(position) AS p FROM (SELECT position, sum(octet_length(changes)) OVER (ORDER BY position DESC) AS suffix FROM ${commitsTable} WHERE position > ? AND position <= ?) WHERE suffix <= ?`,
+      [after, last, maxBytes]
+    ),
+    (rows) => (rows[0]?.p == null ? last + 1 : Number(rows[0].p))
+  )
+
 /** The compaction watermark: commits at or below it kept no change payload (0 when none were compacted). */
 export const watermark = (sql: SqlClient.SqlClient) =>
   Effect.map(

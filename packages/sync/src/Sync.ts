@@ -16,7 +16,7 @@ import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type Database } from "@cairn/store/Databases"
 import { Deferred, Effect, Exit, Fiber, FiberId, Metric, Option, Schema, Stream } from "effect"
-import { narrowingOf, replay, replayBySubject, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
+import { narrowingOf, readsThrough, replay, replayBySubject, type ReplayResult, replaySync, stateAtStart } from "./internal/replay.js"
 import { makeWide, type Narrowing, norm, peek, rows, type Wide } from "./internal/rows.js"
 import { type ResolvedScope, resolveScope, strip, subjectTemplate } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
@@ -209,6 +209,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       readonly position: number
       /** Commit time of the newest commit replayed, for the lag metric. */
       readonly newest: string | undefined
+      /** The position the step read up to if it fit in one batch (the tip, or a `live: false` stream's end). */
+      readonly tip: number
     }
 
     /**
@@ -257,8 +259,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           : last - position > config.maxReplayCommits
             ? "history_compacted"
             : undefined
-    const refuse = (reason: ResnapshotReason, position: number): Step => ({ message: resnapshot(reason), position, newest: undefined })
-    const stepOf = (checkpointAt: (position: number) => SyncCheckpoint, position: number, served: Served): Step =>
+    const refuse = (reason: ResnapshotReason, position: number): Step => ({ message: resnapshot(reason), position, newest: undefined, tip: position })
+    const stepOf = (checkpointAt: (position: number) => SyncCheckpoint, position: number, served: Served, tip = served._tag === "Replayed" ? served.last : position): Step =>
       served._tag === "Refused"
         ? refuse(served.reason, position)
         : served.replayed.result._tag === "AccessChanged"
@@ -270,10 +272,17 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
                 checkpoint: checkpointAt(served.last)
               },
               position: served.last,
-              newest: served.replayed.newest
+              newest: served.replayed.newest,
+              tip
             }
 
-    /** Everything after `position` up to now, as one batch or a resnapshot, read in one transaction. */
+    /**
+     * The commits after `position` (up to `upTo`, else to now), as one batch or a resnapshot,
+     * read in one transaction. A stream that `splits` gets at most `maxBatchBytes` of stored
+     * changes (at least one commit); its `tip` tells whether it reached the end, else the stream
+     * reads the next. One that does not (its policy reads other rows, see `readsThrough`) gets
+     * everything up to now: its range is decided against the state read, which must be its end.
+     */
     const batch = (
       view: View,
       database: Database,
@@ -281,7 +290,9 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       kind: string,
       narrowing: Narrowing,
       checkpointAt: (position: number) => SyncCheckpoint,
-      position: number
+      position: number,
+      splits: boolean,
+      upTo: number | undefined
     ) => {
       const reader = database.reader
       const replayInTransaction = Effect.orDie(
@@ -291,7 +302,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             const watermark = yield* Log.watermark(reader)
             const refused = checked(position, last, watermark)
             if (refused !== undefined) return refuse(refused, position)
-            const commits = last === position ? [] : yield* Log.commitsAfter(reader, position, last - position)
+            const tip = upTo === undefined || !splits ? last : Math.min(upTo, last)
+            const end = splits ? yield* Log.batchEnd(reader, position, tip, config.maxBatchBytes) : tip
+            // Keyed by the range the batch really covers: streams catching up from one position share it.
+            const range = rangeKey(position, end)
+            const known = recall(database, range, kind)
+            if (known !== undefined) return stepOf(checkpointAt, position, { _tag: "Replayed", last: end, replayed: known }, tip)
+            const commits = end === position ? [] : yield* Log.commitsAfter(reader, position, end - position)
             const shared = lookupCache(database, last)
             const result = yield* replay({
               catalog: view.catalog,
@@ -304,18 +321,19 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               narrowing
             })
             const value: Replayed = { result, newest: commits.length > 0 ? commits[commits.length - 1]!.committedAt : undefined }
-            remember(database, rangeKey(position, last), kind, value)
-            return stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: value })
+            remember(database, range, kind, value)
+            return stepOf(checkpointAt, position, { _tag: "Replayed", last: end, replayed: value }, tip)
           })
         )
       )
-      // One statement first: when another stream of the same kind already replayed this range, its answer is ours.
+      // One statement first: when another stream of the same kind already replayed this range, its answer is ours
+      // (a range up to the tip is only ever remembered whole when it fit in one batch, see `round`).
       return Effect.flatMap(database.values(tipSql, []), (rows) => {
         const last = Number(rows[0]?.[0] ?? 0)
         const watermark = Number(rows[0]?.[1] ?? 0)
         const refused = checked(position, last, watermark)
         if (refused !== undefined) return Effect.succeed(refuse(refused, position))
-        const shared = recall(database, rangeKey(position, last), kind)
+        const shared = splits && upTo !== undefined && upTo < last ? undefined : recall(database, rangeKey(position, last), kind)
         return shared !== undefined ? Effect.succeed(stepOf(checkpointAt, position, { _tag: "Replayed", last, replayed: shared })) : replayInTransaction
       })
     }
@@ -347,6 +365,8 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
       /** The streams a round decides together: the template's kind, else the stream's. */
       readonly group: string
       readonly narrowing: Narrowing
+      /** Whether the stream catches up in bounded batches (see `batch`): then the hub serves it only near the tip. */
+      readonly splits: boolean
       /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
       readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
       /** Completed with the range's answer (for the stream to send), or undefined when the stream must read it itself. */
@@ -430,6 +450,32 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             if (waiter.position < from) from = waiter.position
           }
           if (byPosition.size === 0) return
+          // A waiter that splits and whose range would exceed one batch (it fell behind, e.g. paused by
+          // its socket) reads its own bounded batches (`batch`) until it is at the tip again. At the tip
+          // (one commit behind, or no stream that splits behind) nothing more is read.
+          let splitFrom = last - 1
+          for (const waiter of taken) if (waiter.splits && waiter.position < splitFrom && !answers.has(waiter)) splitFrom = waiter.position
+          if (splitFrom < last - 1) {
+            const nearest = Math.min(yield* Log.fittingFrom(reader, splitFrom, last, config.maxBatchBytes), last) - 1
+            if (splitFrom < nearest) {
+              from = last
+              for (const [position, kinds] of byPosition) {
+                if (position < nearest) {
+                  for (const [group, members] of kinds) {
+                    const kept = members.filter((waiter) => !waiter.splits)
+                    if (kept.length === 0) kinds.delete(group)
+                    else kinds.set(group, kept)
+                  }
+                  if (kinds.size === 0) {
+                    byPosition.delete(position)
+                    continue
+                  }
+                }
+                if (position < from) from = position
+              }
+              if (byPosition.size === 0) return
+            }
+          }
           const commits = yield* Log.commitsAfter(reader, from, last - from)
           const shared = lookupCache(database, last)
           const recordLag = yield* SyncMetrics.lagRecorder
@@ -633,19 +679,30 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const kind = kindOf(view, scope)
           const template = subjectTemplate(scope, principal.subject)
           const group = template === undefined ? `kind|${kind}` : `template|${kindOf(view, template)}`
-          const spec = { view, scope, kind, subject: principal.subject, template, group, narrowing, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
+          const splits = !readsThrough(scope)
+          const spec = { view, scope, kind, subject: principal.subject, template, group, narrowing, splits, direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json } }
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
-          type State = { readonly position: number; readonly first: boolean }
-          return Stream.paginateEffect({ position: cursor!.position, first: true }, (state: State) =>
+          /**
+           * `behind`: the stream has not reached the tip, so it reads its next batch itself (without
+           * waiting for a commit); at the tip a live stream waits in the hub. `upTo`: where a
+           * `live: false` stream ends, the tip when it started.
+           */
+          type State = { readonly position: number; readonly first: boolean; readonly behind: boolean; readonly upTo: number | undefined }
+          return Stream.paginateEffect({ position: cursor!.position, first: true, behind: true, upTo: undefined }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
-              const [served, position] = state.first || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, spec, state.position)
-              const step = served !== undefined ? stepOf(checkpointAt, position, served) : yield* batch(view, database, scope, kind, narrowing, checkpointAt, position)
+              const [served, position] = state.behind || hub === undefined ? [undefined, state.position] : yield* awaitServed(hub, spec, state.position)
+              const step =
+                served !== undefined
+                  ? stepOf(checkpointAt, position, served)
+                  : yield* batch(view, database, scope, kind, narrowing, checkpointAt, position, splits, live ? undefined : state.upTo)
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const
               }
               if (!state.first && step.newest !== undefined) yield* SyncMetrics.recordLag(step.newest)
-              return [step.message, live ? Option.some({ position: step.position, first: false }) : Option.none()] as const
+              const upTo = state.upTo ?? step.tip
+              const behind = step.position < (live ? step.tip : upTo)
+              return [step.message, live || behind ? Option.some({ position: step.position, first: false, behind, upTo }) : Option.none()] as const
             })
           )
         })

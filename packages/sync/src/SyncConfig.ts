@@ -1,6 +1,6 @@
 /**
- * Operator limits of synchronization: snapshot page and total sizes, and how much work
- * one resume may do before a resnapshot is cheaper. (The retained change history is the
+ * Operator limits of synchronization: snapshot page and total sizes, changes batch sizes, and
+ * how much work one resume may do before a resnapshot is cheaper. (The retained change history is the
  * store's: compaction is its job, see `StoreConfig`.)
  */
 import { Config, Context, Layer } from "effect"
@@ -14,6 +14,12 @@ export interface SyncConfigShape {
   readonly maxSnapshotRows: number
   /** Most commits one changes batch replays; a cursor further behind gets a resnapshot. */
   readonly maxReplayCommits: number
+  /**
+   * Most bytes of stored changes (the log's JSON) one changes batch covers; a stream further
+   * behind catches up in several batches, each with its checkpoint. A batch holds at least one
+   * commit, so a larger commit goes alone.
+   */
+  readonly maxBatchBytes: number
   /** Records whose visibility one batch re-checks after an access change before resnapshotting instead. */
   readonly maxDependents: number
 }
@@ -23,6 +29,7 @@ export const defaults: SyncConfigShape = {
   pageBytes: 1024 * 1024,
   maxSnapshotRows: 200_000,
   maxReplayCommits: 20_000,
+  maxBatchBytes: 1024 * 1024,
   maxDependents: 512
 }
 
@@ -37,6 +44,7 @@ export const syncConfig: Config.Config<SyncConfigShape> = Config.all({
   pageBytes: positive("CAIRN_SYNC_PAGE_BYTES", defaults.pageBytes),
   maxSnapshotRows: positive("CAIRN_SYNC_MAX_SNAPSHOT_ROWS", defaults.maxSnapshotRows),
   maxReplayCommits: positive("CAIRN_SYNC_MAX_REPLAY_COMMITS", defaults.maxReplayCommits),
+  maxBatchBytes: positive("CAIRN_SYNC_MAX_BATCH_BYTES", defaults.maxBatchBytes),
   maxDependents: positive("CAIRN_SYNC_MAX_DEPENDENTS", defaults.maxDependents)
 })
 

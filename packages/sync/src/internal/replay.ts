@@ -171,6 +171,29 @@ export interface ReplayOptions {
   readonly narrowing?: Narrowing
 }
 
+/**
+ * Whether the row scopes of `scope` read rows other than the record's own (through
+ * relationships or `exists`). Then a range is decided against the reader's state, which must
+ * be the range's end: a range cut short of it cannot be replayed exactly.
+ */
+export const readsThrough = (scope: ResolvedScope): boolean =>
+  scope.entries.some((entry) => entry.rowScope._tag === "Where" && readsOthers(entry.rowScope.filter))
+
+/** Whether evaluating `filter` looks other rows up: a lookup site of `collect` (a relationship path or `exists`). */
+const readsOthers = (filter: RowScope.ScopeFilter): boolean => {
+  switch (filter.op) {
+    case "and":
+    case "or":
+      return filter.filters.some(readsOthers)
+    case "not":
+      return readsOthers(filter.filter)
+    case "exists":
+      return true
+    default:
+      return filter.path.length > 1
+  }
+}
+
 /** `touchedBy`, computed once per commit list (the hub's streams replay the same list; nothing mutates the answer). */
 const touchedOf = new WeakMap<ReadonlyArray<LogCommit>, Map<string, Map<string, Touched>>>()
 const touchedShared = (commits: ReadonlyArray<LogCommit>): Map<string, Map<string, Touched>> => {

@@ -54,12 +54,13 @@ export const snapshotAll = (database: Database, principal: Principal, scope: Syn
     }
   })
 
-/** The messages of one non-live changes request. */
-export const changesOnce = (database: Database, principal: Principal, cursor: string, scope: SyncScope = everything, view?: View) =>
+/** The messages of one non-live changes request (the first `take` only: a reader that leaves early). */
+export const changesOnce = (database: Database, principal: Principal, cursor: string, scope: SyncScope = everything, view?: View, take?: number) =>
   Effect.gen(function* () {
     const sync = yield* Sync
     const v = view ?? (yield* viewOf(principal))
-    return Chunk.toReadonlyArray(yield* Stream.runCollect(sync.changes(principal, v, database, { scope, cursor, live: false })))
+    const stream = sync.changes(principal, v, database, { scope, cursor, live: false })
+    return Chunk.toReadonlyArray(yield* Stream.runCollect(take === undefined ? stream : Stream.take(stream, take)))
   })
 
 export const applyBatch = (records: Map<string, Record<string, unknown>>, message: SyncMessage) => {
@@ -87,8 +88,11 @@ export const memoryClient = (principal: Principal, scope: SyncScope = everything
   resnapshots: []
 })
 
-/** Snapshot when needed, then resume until caught up, following resnapshot instructions. */
-export const catchUp = (database: Database, client: MemoryClient) =>
+/**
+ * Snapshot when needed, then resume until caught up, following resnapshot instructions; with
+ * `batches`, leave after that many messages of the changes stream (not caught up, at a checkpoint).
+ */
+export const catchUp = (database: Database, client: MemoryClient, batches?: number) =>
   Effect.gen(function* () {
     for (let attempt = 0; attempt < 5; attempt++) {
       if (client.checkpoint === undefined) {
@@ -96,7 +100,7 @@ export const catchUp = (database: Database, client: MemoryClient) =>
         client.records = snap.records
         client.checkpoint = snap.checkpoint
       }
-      const messages = yield* changesOnce(database, client.principal, client.checkpoint.cursor, client.scope)
+      const messages = yield* changesOnce(database, client.principal, client.checkpoint.cursor, client.scope, undefined, batches)
       const last = messages[messages.length - 1]!
       if (last._tag === "Resnapshot") {
         client.resnapshots.push(last.reason)
