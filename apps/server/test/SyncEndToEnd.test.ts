@@ -87,7 +87,8 @@ describe("sync through the real server", () => {
       const token = yield* app.token({ sub: "alice", org: "acme" })
       for (const [url, bearer, expected] of [
         [`${app.base}/db/rpc`, token, "not a Cairn sync stream"],
-        [`${app.base}/health`, token, "HTTP 404"],
+        [`${app.base}/health`, token, "HTTP 405: check that the URL is the server's /db/sync"],
+        [`${app.base}/nowhere`, token, "HTTP 404: check that the URL is the server's /db/sync"],
         [`${app.base}/db/sync`, "not-a-token", "HTTP 401"]
       ] as const) {
         const rpc = yield* SyncClient.http({ url, token: Effect.succeed(bearer) })

@@ -201,7 +201,7 @@ const notSync = (response: HttpClientResponse.HttpClientResponse) => {
   const description =
     response.status >= 200 && response.status < 300
       ? `${response.request.url} answered ${type}, not a Cairn sync stream (application/ndjson): check that the URL is the server's /db/sync`
-      : `${response.request.url} answered HTTP ${response.status}${response.status === 404 ? ": check that the URL is the server's /db/sync" : ""}`
+      : `${response.request.url} answered HTTP ${response.status}${response.status === 404 || response.status === 405 ? ": check that the URL is the server's /db/sync" : ""}`
   return new HttpClientError.ResponseError({ request: response.request, response, reason: "StatusCode", description })
 }
 

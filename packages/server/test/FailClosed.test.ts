@@ -66,7 +66,7 @@ describe("fail closed", () => {
         page: { limit: 100_000 }
       }).pipe(Effect.flip)
       // The discovery budget applies: a page beyond its maximum is refused, never silently served.
-      assert.strictEqual(described._tag, "InvalidQuery")
+      assert.strictEqual(described._tag, "QueryBudgetExceeded")
     })
   )
 
