@@ -158,11 +158,21 @@ describe("transport conformance through the real App", () => {
 
       const viaRpc = yield* rpc(app, reader, "Mutate", create)
       const viaMcp = yield* mcp(app, agentReader, "mutate", { ...create, invocationId: uuidv7() })
-      for (const refused of [viaRpc, viaMcp]) {
+      // Files too: a direct upload and a resumable one.
+      const upload = (path: string, headers: Record<string, string>) =>
+        Effect.promise(async () => {
+          const response = await fetch(`${app.base}${path}`, { method: "POST", headers: { authorization: `Bearer ${reader}`, ...headers }, body: "hello" })
+          return { status: response.status, headers: response.headers, text: await response.text() }
+        })
+      const viaUpload = yield* upload("/db/objects", { "content-type": "text/plain" })
+      const viaResumable = yield* upload("/db/objects/resumable", { "tus-resumable": "1.0.0", "upload-length": "5" })
+      for (const refused of [viaRpc, viaMcp, viaUpload, viaResumable]) {
         assert.strictEqual(refused.status, 403, refused.text)
         assert.match(refused.headers.get("www-authenticate") ?? "", /^Bearer realm="cairn", error="insufficient_scope", error_description="[^"]+", scope="cairn:read cairn:write"/)
-        assert.strictEqual(JSON.parse(refused.text).error, "insufficient_scope")
+        // One sentence on every way in, with the step up.
+        assert.include(refused.headers.get("www-authenticate") ?? "", "Ask the authorization server for a token with cairn:write.")
       }
+      for (const refused of [viaRpc, viaMcp, viaUpload]) assert.strictEqual(JSON.parse(refused.text).error, "insufficient_scope")
       // Nothing was committed: an admin of acme sees no project.
       const admin = yield* app.token({ sub: "root", org: "acme", roles: ["admin"] })
       const seen = yield* rpc(app, admin, "Query", { query: projects })

@@ -33,7 +33,7 @@ import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
 import { Objects } from "./Objects.js"
-import { type EngineError, InsufficientScope, internalFailure, scrubDefects, Unavailable } from "./Refusal.js"
+import { type EngineError, InsufficientScope, internalFailure, missingScope, scrubDefects, Unavailable } from "./Refusal.js"
 
 /** The engine's verbs, by name (logs and metrics). */
 export type Verb = "describe" | "query" | "mutate" | "snapshot" | "changes"
@@ -78,7 +78,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         if (!principal.scopes.includes(scope)) {
           return yield* new InsufficientScope({
             scope,
-            message: `This call needs the ${scope} scope, which the access token does not carry. Ask the authorization server for a token with ${scope}.`
+            message: missingScope(scope)
           })
         }
         // Nothing recursive (schema decoding, issue reports) sees a payload beyond the JSON bounds.

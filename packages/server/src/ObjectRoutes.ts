@@ -22,7 +22,7 @@ import { methodNotAllowed, refuseOtherMethods } from "./MethodNotAllowed.js"
 import { type FileRefusal, FileRefusal as FileRefusalError, Objects } from "./Objects.js"
 import { makeResumable, resumablePath } from "./ResumableUploads.js"
 import { Settings } from "./Settings.js"
-import { InsufficientScope } from "./Refusal.js"
+import { InsufficientScope, missingScope } from "./Refusal.js"
 
 export const objectsPath = "/db/objects"
 
@@ -150,7 +150,7 @@ const routes = Effect.gen(function* () {
   const tus = gated((principal, request) =>
     Effect.gen(function* () {
       if (!principal.scopes.includes(writeScope)) {
-        return yield* new FileRefusalError({ status: 403, error: "insufficient_scope", scope: writeScope, message: `This call needs the ${writeScope} scope, which the access token does not carry.` })
+        return yield* new FileRefusalError({ status: 403, error: "insufficient_scope", scope: writeScope, message: missingScope(writeScope) })
       }
       const web = yield* Effect.orElseFail(HttpServerRequest.toWeb(request), () => new FileRefusalError({ status: 400, error: "invalid_request", message: "The request could not be read." }))
       const answer = yield* Effect.promise(() => resumable.handle(principal, databaseId(principal.databaseKey), web))

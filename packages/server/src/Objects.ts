@@ -24,6 +24,7 @@ import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
 import { ObjectLimits } from "./ObjectLimits.js"
 import { ObjectStoreLive } from "./ObjectStoreLive.js"
+import { missingScope } from "./Refusal.js"
 import { Settings } from "./Settings.js"
 
 /** What an upload, a download or a link request is refused with: an HTTP status, a front error code and public words. */
@@ -138,7 +139,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
               status: 403,
               error: "insufficient_scope",
               scope,
-              message: `This call needs the ${scope} scope, which the access token does not carry.`
+              message: missingScope(scope)
             })
           )
 

@@ -12,6 +12,10 @@ import { type PublicError } from "@cairn/domain/PublicError"
 import { Cause, Data, Effect, Option } from "effect"
 import { Correlation } from "./Correlation.js"
 
+/** What a caller whose token lacks `scope` is told, on every way in (data plane, files, resumable uploads). */
+export const missingScope = (scope: string) =>
+  `This call needs the ${scope} scope, which the access token does not carry. Ask the authorization server for a token with ${scope}.`
+
 /** The verified token lacks the scope the verb needs (403 + `insufficient_scope`). */
 export class InsufficientScope extends Data.TaggedError("InsufficientScope")<{
   readonly scope: AccessScope
