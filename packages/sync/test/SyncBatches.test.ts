@@ -38,6 +38,18 @@ const history = (p1: string, t1: string) =>
     for (let i = 0; i < 10; i++) yield* run(alice, "Task", "create", { projectId: p1, title: `late ${i}` })
   })
 
+/** `reader`'s snapshot after the seed, then the history committed: where its stream starts, and the tip. */
+const behind = (reader = admin) =>
+  Effect.gen(function* () {
+    const { p1, t1 } = yield* seed
+    const db = yield* database()
+    const snap = yield* snapshotAll(db, reader)
+    const from = Position.decode(snap.checkpoint.position)!
+    yield* history(p1, t1)
+    const tip = yield* Effect.orDie(Log.lastPosition(db.reader))
+    return { t1, db, snap, from, tip }
+  })
+
 /** Stored bytes of the commits' changes after `after` up to `through`. */
 const storedBytes = (db: Database, after: number, through: number) =>
   Effect.map(
@@ -72,12 +84,7 @@ describe("catch-up in bounded batches", () => {
   it.scoped("a cursor far behind gets several batches within the bound, the large commit alone, ending at the tip", () =>
     withEngine(
       Effect.gen(function* () {
-        const { p1, t1 } = yield* seed
-        const db = yield* database()
-        const snap = yield* snapshotAll(db, admin)
-        const from = Position.decode(snap.checkpoint.position)!
-        yield* history(p1, t1)
-        const tip = yield* Effect.orDie(Log.lastPosition(db.reader))
+        const { db, snap, from, tip } = yield* behind()
         const messages = yield* changesOnce(db, admin, snap.checkpoint.cursor)
         assert.isAbove(messages.length, 4)
         const { end, lone } = yield* assertBounded(db, from, messages)
@@ -92,10 +99,7 @@ describe("catch-up in bounded batches", () => {
   it.scoped("resuming from any intermediate checkpoint gets exactly the rest", () =>
     withEngine(
       Effect.gen(function* () {
-        const { p1, t1 } = yield* seed
-        const db = yield* database()
-        const snap = yield* snapshotAll(db, admin)
-        yield* history(p1, t1)
+        const { db, snap } = yield* behind()
         const messages = yield* changesOnce(db, admin, snap.checkpoint.cursor)
         assert.isAbove(messages.length, 2)
         const shape = (ms: ReadonlyArray<SyncMessage>) => ms.map((m) => ({ position: positionOf(m), changes: (m as SyncBatch).changes }))
@@ -109,12 +113,7 @@ describe("catch-up in bounded batches", () => {
   it.scoped("a live: false request ends at the tip as of the request, in bounded batches", () =>
     withEngine(
       Effect.gen(function* () {
-        const { p1, t1 } = yield* seed
-        const db = yield* database()
-        const snap = yield* snapshotAll(db, admin)
-        const from = Position.decode(snap.checkpoint.position)!
-        yield* history(p1, t1)
-        const tip = yield* Effect.orDie(Log.lastPosition(db.reader))
+        const { t1, db, snap, from, tip } = yield* behind()
         const sync = yield* Sync
         const view = yield* viewOf(admin)
         let wrote = false
@@ -179,11 +178,7 @@ describe("catch-up in bounded batches", () => {
   it.scoped("a scope whose policy reads other rows still catches up in one batch, decided at its end", () =>
     withEngine(
       Effect.gen(function* () {
-        const { p1, t1 } = yield* seed
-        const db = yield* database()
-        const snap = yield* snapshotAll(db, carol)
-        yield* history(p1, t1)
-        const tip = yield* Effect.orDie(Log.lastPosition(db.reader))
+        const { db, snap, tip } = yield* behind(carol)
         const messages = yield* changesOnce(db, carol, snap.checkpoint.cursor)
         assert.strictEqual(messages.length, 1)
         assert.strictEqual(positionOf(messages[0]!), tip)
@@ -195,10 +190,7 @@ describe("catch-up in bounded batches", () => {
   it.scoped("a cursor whose history was compacted away mid catch-up gets a resnapshot", () =>
     withEngine(
       Effect.gen(function* () {
-        const { p1, t1 } = yield* seed
-        const db = yield* database()
-        const snap = yield* snapshotAll(db, admin)
-        yield* history(p1, t1)
+        const { db, snap } = yield* behind()
         const messages = yield* changesOnce(db, admin, snap.checkpoint.cursor)
         const first = messages[0] as SyncBatch
         yield* db.compact
