@@ -29,6 +29,7 @@ import { hotSpan } from "@cairn/domain/HotSpan"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
 import { type Refusal } from "@cairn/server/Refusal"
+import { allowOf, routable } from "@cairn/server/MethodNotAllowed"
 import { bodyText, isTooLarge, tooLargeAnswer } from "@cairn/server/RequestBody"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
@@ -43,6 +44,9 @@ import { metadata } from "./ProtectedResource.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
+
+/** The `Allow` header of `/mcp`: stateless Streamable HTTP takes POST only. */
+const allow = allowOf(["POST"])
 
 const serverInfo = { name: "cairn", title: "Cairn", version: "1.0.0" }
 
@@ -230,10 +234,10 @@ export const McpRoutes = HttpLayerRouter.use(
       if (admitted._tag === "Left") return admitted.left
       const principal = admitted.right
       // A client asking what the endpoint takes (a browser's preflight from a foreign Origin was refused before).
-      if (request.method === "OPTIONS") return HttpServerResponse.empty({ status: 204, headers: { allow: "POST, OPTIONS" } })
+      if (request.method === "OPTIONS") return HttpServerResponse.empty({ status: 204, headers: { allow } })
       if (request.method !== "POST") {
         // Stateless: no standalone SSE stream to open (GET) and no session to end (DELETE).
-        return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow: "POST, OPTIONS" })
+        return jsonRpcError(405, "Method not allowed: this endpoint is stateless and accepts only POST.", { allow })
       }
 
       // A body crossing the limit as it streams in gets the front's 413, as one declared too large does.
@@ -300,7 +304,8 @@ export const McpRoutes = HttpLayerRouter.use(
       return toResponse(response.answer, response.text)
     })
 
-    for (const method of ["POST", "GET", "DELETE", "PUT", "PATCH", "OPTIONS"] as const) {
+    // Every method is routed here: after the gate, anything but POST is told what the endpoint takes.
+    for (const method of routable) {
       yield* router.add(method, "/mcp", (request) =>
         handle(request).pipe(
           Effect.catchAll(() => Effect.succeed(jsonRpcError(400, "Bad Request: the request body could not be read.")))
