@@ -1,7 +1,8 @@
 /**
  * The JSON body of an HTTP-level refusal by the front (before or around the RPC layer):
  * authentication and scope, a foreign origin, body size, timeout, overload, an unavailable
- * database, unknown route, a method the path is not served under, internal failure. The
+ * database, unknown route, a method the path is not served under, too many unfinished
+ * resumable uploads, internal failure. The
  * eight public error codes travel inside RPC responses instead; these never do.
  */
 import { Schema } from "effect"
@@ -17,6 +18,7 @@ export const FrontErrorCode = Schema.Literal(
   "unavailable",
   "not_found",
   "method_not_allowed",
+  "too_many_uploads",
   "internal_error"
 )
 export type FrontErrorCode = typeof FrontErrorCode.Type

@@ -22,6 +22,10 @@ export interface ObjectLimitsShape {
   readonly collectEvery: Duration.Duration
   /** Largest file `mutate` accepts inline (MCP agents): base64 content in place of an upload handle. */
   readonly inlineMaxBytes: number
+  /** Unfinished resumable uploads one caller may hold in a database at once. */
+  readonly unfinishedPerPrincipal: number
+  /** Unfinished resumable uploads a database may hold at once, all callers together. */
+  readonly unfinishedPerDatabase: number
 }
 
 export const defaultObjectLimits: ObjectLimitsShape = {
@@ -33,13 +37,16 @@ export const defaultObjectLimits: ObjectLimitsShape = {
   retention: Duration.hours(24),
   collectEvery: Duration.minutes(10),
   // Its base64 (4/3 larger) stays within the JSON string bound of a request.
-  inlineMaxBytes: 48 * 1024
+  inlineMaxBytes: 48 * 1024,
+  // Each holds its declared bytes of the quota and two files on disk until it finishes or expires.
+  unfinishedPerPrincipal: 8,
+  unfinishedPerDatabase: 64
 }
 
-const positive = (name: string, fallback: number) =>
+const positive = (name: string, fallback: number, unit = "bytes") =>
   Config.integer(name).pipe(
     Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive number of bytes`, validation: (n) => n > 0 })
+    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 })
   )
 
 export const objectLimitsConfig: Config.Config<ObjectLimitsShape> = Config.all({
@@ -53,7 +60,9 @@ export const objectLimitsConfig: Config.Config<ObjectLimitsShape> = Config.all({
   linkTtl: Config.duration("CAIRN_OBJECT_LINK_TTL").pipe(Config.withDefault(defaultObjectLimits.linkTtl)),
   retention: Config.duration("CAIRN_OBJECT_RETENTION").pipe(Config.withDefault(defaultObjectLimits.retention)),
   collectEvery: Config.duration("CAIRN_OBJECT_COLLECT_EVERY").pipe(Config.withDefault(defaultObjectLimits.collectEvery)),
-  inlineMaxBytes: positive("CAIRN_OBJECT_INLINE_MAX_BYTES", defaultObjectLimits.inlineMaxBytes)
+  inlineMaxBytes: positive("CAIRN_OBJECT_INLINE_MAX_BYTES", defaultObjectLimits.inlineMaxBytes),
+  unfinishedPerPrincipal: positive("CAIRN_OBJECT_UNFINISHED_PER_PRINCIPAL", defaultObjectLimits.unfinishedPerPrincipal, "uploads"),
+  unfinishedPerDatabase: positive("CAIRN_OBJECT_UNFINISHED_PER_DATABASE", defaultObjectLimits.unfinishedPerDatabase, "uploads")
 })
 
 export class ObjectLimits extends Context.Tag("@cairn/server/ObjectLimits")<ObjectLimits, ObjectLimitsShape>() {

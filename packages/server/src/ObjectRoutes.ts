@@ -13,7 +13,7 @@ import { type Principal } from "@cairn/domain/Principal"
 import { writeScope } from "@cairn/domain/AccessScope"
 import { databaseId } from "@cairn/store/Databases"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { Effect, Layer, Option, Schedule, Stream } from "effect"
+import { Effect, Layer, Option, Stream } from "effect"
 import { BearerGate } from "./BearerGate.js"
 import { Correlation } from "./Correlation.js"
 import { type CorsRoute, objectsCors, resumableCors } from "./CorsOrigins.js"
@@ -47,9 +47,7 @@ const routes = Effect.gen(function* () {
   const objects = yield* Objects
   const router = yield* HttpLayerRouter.HttpRouter
   const { dataDir } = yield* Settings
-  const resumable = makeResumable({ dataDir, limits: objects.limits, objects, runtime: yield* Effect.runtime<never>() })
-  // Expired partial uploads go on the collector's schedule.
-  yield* Effect.forkScoped(Effect.schedule(resumable.expire, Schedule.spaced(objects.limits.collectEvery)))
+  const resumable = makeResumable({ dataDir, objects, runtime: yield* Effect.runtime<never>() })
 
   const refuse = (principal: Principal, refusal: FileRefusal) =>
     Effect.gen(function* () {

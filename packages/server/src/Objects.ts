@@ -18,10 +18,12 @@ import { InvalidInput } from "@cairn/domain/PublicError"
 import { scopeSql } from "@cairn/query/ScopeSql"
 import { type Database, Databases } from "@cairn/store/Databases"
 import { referencedObjects } from "@cairn/store/ObjectReferences"
-import { type Blob, ObjectStore, type ObjectStoreError, type Range, TooLarge } from "@cairn/store/ObjectStore"
-import { Clock, Data, Duration, Effect, Metric, Option, Schedule, Schema, Stream } from "effect"
+import { type Blob, ObjectStore, type Range } from "@cairn/store/ObjectStore"
+import { Chunk, Clock, Data, Deferred, Duration, Effect, FiberId, Metric, Option, Schedule, Schema, Stream } from "effect"
 import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
+import { FileQuota, overQuotaMessage, type QuotaRefusal, tooManyUnfinishedMessage } from "./FileQuota.js"
+import { readPartial, readPartials, sweepUploads, uploadDirectory, uploadsRoot } from "./internal/uploadArea.js"
 import { ObjectLimits } from "./ObjectLimits.js"
 import { ObjectStoreLive } from "./ObjectStoreLive.js"
 import { missingScope } from "./Refusal.js"
@@ -29,8 +31,8 @@ import { Settings } from "./Settings.js"
 
 /** What an upload, a download or a link request is refused with: an HTTP status, a front error code and public words. */
 export class FileRefusal extends Data.TaggedError("FileRefusal")<{
-  readonly status: 400 | 403 | 404 | 413 | 415 | 416 | 503
-  readonly error: "invalid_request" | "insufficient_scope" | "payload_too_large" | "not_found" | "unavailable"
+  readonly status: 400 | 403 | 404 | 413 | 415 | 416 | 429 | 503
+  readonly error: "invalid_request" | "insufficient_scope" | "payload_too_large" | "not_found" | "too_many_uploads" | "unavailable"
   readonly message: string
   readonly limitBytes?: number
   /** `insufficient_scope`: the scope the call needs. */
@@ -71,7 +73,20 @@ export interface UploadRequest {
   readonly contentType: string | undefined
   readonly name: string | undefined
   readonly declaredLength: number | undefined
+  /** The resumable upload (its id) whose bytes these are: they were promised against the quota when it was created. */
+  readonly reservation?: string
 }
+
+/** A resumable upload as it is created: its metadata, and its declared size or (deferred) the bytes granted to its first request. */
+export interface ResumableUpload {
+  readonly contentType: string | undefined
+  readonly name: string | undefined
+  readonly size: number | undefined
+  readonly granted: number
+}
+
+/** A body went past what the quota could promise it (internal: answered as the quota refusal). */
+class OverQuota extends Data.TaggedError("OverQuota")<{ readonly refusal: QuotaRefusal }> {}
 
 export interface Uploaded {
   readonly handle: string
@@ -149,72 +164,167 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         allowed === "*" || allowed === contentType || (allowed.endsWith("/*") && contentType.startsWith(allowed.slice(0, -1)))
       )
 
-    const usedBytes = (id: string) => Effect.map(store.list(id), (blobs) => blobs.reduce((n, b) => n + b.size, 0))
-    /** Per database: bytes received by uploads in flight, and bytes stored since startup (so concurrent uploads share one quota). */
-    const inFlight = new Map<string, number>()
-    const storedSinceStart = new Map<string, number>()
-
-    /** Stores the bytes of `request` in database `id` under every limit: its file's metadata. */
-    const storeBytes = (id: string, request: UploadRequest) =>
-      Effect.gen(function* () {
-        const contentType = (request.contentType ?? "application/octet-stream").split(";")[0]!.trim().toLowerCase()
-        if (!acceptsType(contentType)) {
-          return yield* new FileRefusal({
+    /** A file's type and name as stored, or why they are refused: the same rule for a plain, inline or resumable upload. */
+    const fileMetadata = (rawType: string | undefined, rawName: string | undefined) => {
+      const contentType = (rawType ?? "application/octet-stream").split(";")[0]!.trim().toLowerCase()
+      if (!acceptsType(contentType)) {
+        return Effect.fail(
+          new FileRefusal({
             status: 415,
             error: "invalid_request",
             message: `Files of type "${contentType.slice(0, 100)}" are not accepted here. Accepted: ${limits.contentTypes.join(", ")}.`
           })
-        }
-        const name = request.name ?? "file"
-        if (name.length === 0 || name.length > 255 || BAD_NAME.test(name)) {
-          return yield* new FileRefusal({
-            status: 400,
-            error: "invalid_request",
-            message: "The file name must be 1 to 255 characters, without control characters or slashes."
+        )
+      }
+      const name = rawName ?? "file"
+      if (name.length === 0 || name.length > 255 || BAD_NAME.test(name)) {
+        return Effect.fail(
+          new FileRefusal({ status: 400, error: "invalid_request", message: "The file name must be 1 to 255 characters, without control characters or slashes." })
+        )
+      }
+      return Effect.succeed({ contentType, name })
+    }
+
+    const tooLarge = new FileRefusal({
+      status: 413,
+      error: "payload_too_large",
+      limitBytes: limits.maxObjectBytes,
+      message: `The file is larger than the limit of ${limits.maxObjectBytes} bytes.`
+    })
+    const refusalOf = (refusal: QuotaRefusal) =>
+      refusal._tag === "OverQuota"
+        ? new FileRefusal({ status: 413, error: "payload_too_large", limitBytes: refusal.quotaBytes, message: overQuotaMessage(refusal.quotaBytes) })
+        : new FileRefusal({ status: 429, error: "too_many_uploads", message: tooManyUnfinishedMessage(refusal) })
+
+    /**
+     * Per database, its quota ledger: loaded from storage on first use after start (stored objects,
+     * partial uploads left on disk), then kept as uploads come and go. One small value per database
+     * that stored or uploaded files since start.
+     */
+    const ledgers = new Map<string, Deferred.Deferred<FileQuota, FileRefusal>>()
+    const bounds = { quotaBytes: limits.quotaBytes, unfinishedPerPrincipal: limits.unfinishedPerPrincipal, unfinishedPerDatabase: limits.unfinishedPerDatabase }
+    const loadLedger = (id: string) =>
+      Effect.gen(function* () {
+        const blobs = yield* store.list(id)
+        const partials = yield* Effect.tryPromise(() => readPartials(uploadDirectory(dataDir, id)))
+        const quota = new FileQuota(blobs.reduce((n, b) => n + b.size, 0), bounds)
+        for (const partial of partials) quota.restore(partial.id, partial.size ?? partial.offset, partial.size === undefined)
+        yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
+        return quota
+      }).pipe(Effect.catchAll(fault))
+    const ledgerOf = (id: string): Effect.Effect<FileQuota, FileRefusal> =>
+      Effect.suspend(() => {
+        const loading = ledgers.get(id)
+        if (loading !== undefined) return Deferred.await(loading)
+        const deferred = Deferred.unsafeMake<FileQuota, FileRefusal>(FiberId.none)
+        ledgers.set(id, deferred)
+        return Effect.uninterruptible(
+          Effect.flatMap(Effect.exit(loadLedger(id)), (exit) => {
+            // A failed load is tried again by the next upload.
+            if (exit._tag === "Failure") ledgers.delete(id)
+            return Effect.zipRight(Deferred.done(deferred, exit), exit)
           })
+        )
+      })
+    /** The ledger of `id` if one was loaded (or is loading): collection and expiry change only what a ledger counts. */
+    const loadedLedger = (id: string): Effect.Effect<Option.Option<FileQuota>> =>
+      Effect.suspend(() => {
+        const loading = ledgers.get(id)
+        return loading === undefined ? Effect.succeedNone : Effect.option(Deferred.await(loading))
+      })
+
+    /**
+     * Stores the bytes of `request` in database `id` under every limit: its file's metadata. The
+     * bytes are promised in the quota ledger before they are stored (a resumable upload's were
+     * promised at its creation, under `reservation`), and handed from promised to stored in one step.
+     */
+    const storeBytes = (id: string, request: UploadRequest) =>
+      Effect.gen(function* () {
+        const { contentType, name } = yield* fileMetadata(request.contentType, request.name)
+        if (request.declaredLength !== undefined && request.declaredLength > limits.maxObjectBytes) return yield* tooLarge
+        const quota = yield* ledgerOf(id)
+        const key = request.reservation ?? randomUUID()
+        const declared = request.declaredLength ?? 0
+        // A resumable upload's bytes were promised at its creation; the quota may have been lowered since.
+        const refused =
+          request.reservation !== undefined && !quota.withinQuota()
+            ? ({ _tag: "OverQuota", quotaBytes: limits.quotaBytes } as const)
+            : declared > quota.bytesOf(key)
+              ? quota.reserve(key, declared, { resumable: quota.has(key) })
+              : undefined
+        if (refused !== undefined) {
+          if (request.reservation === undefined) quota.release(key)
+          return yield* refusalOf(refused)
         }
-        const used = yield* Effect.catchAll(usedBytes(id), fault)
-        const room = Math.min(limits.maxObjectBytes, limits.quotaBytes - used)
-        const tooLarge = (limit: number) =>
-          new FileRefusal({
-            status: 413,
-            error: "payload_too_large",
-            limitBytes: Math.max(0, limit),
-            message:
-              limit < limits.maxObjectBytes
-                ? `This file does not fit in your database's file storage quota (${limits.quotaBytes} bytes); ${Math.max(0, limit)} bytes are free. Delete records holding files you no longer need.`
-                : `The file is larger than the limit of ${limits.maxObjectBytes} bytes.`
-          })
-        if (room <= 0 || (request.declaredLength !== undefined && request.declaredLength > room)) return yield* tooLarge(room)
-        // Counted chunk by chunk against the quota together with every other upload in flight to this database.
-        const storedAtStart = storedSinceStart.get(id) ?? 0
-        let mine = 0
+        // A body longer than it said, or of no declared length, is promised chunk by chunk.
+        let received = 0
         const counted = request.body.pipe(
-          Stream.mapEffect((chunk) => {
-            const others = (inFlight.get(id) ?? 0) - mine
-            const storedMeanwhile = (storedSinceStart.get(id) ?? 0) - storedAtStart
-            const next = mine + chunk.byteLength
-            if (used + storedMeanwhile + others + next > limits.quotaBytes) return Effect.fail(new TooLarge({ limit: Math.max(0, limits.quotaBytes - used - storedMeanwhile - others) }))
-            inFlight.set(id, others + next)
-            mine = next
-            return Effect.succeed(chunk)
+          Stream.mapChunksEffect((chunks) => {
+            received += Chunk.reduce(chunks, 0, (n, chunk) => n + chunk.byteLength)
+            const over = received > quota.bytesOf(key) ? quota.reserve(key, received, { resumable: quota.has(key) && request.reservation !== undefined }) : undefined
+            return over === undefined ? Effect.succeed(chunks) : Effect.fail(new OverQuota({ refusal: over }))
           })
         )
-        const release = Effect.sync(() => inFlight.set(id, (inFlight.get(id) ?? 0) - mine))
-        const blob = yield* store.put(id, counted, room).pipe(
-          Effect.tap((stored) => Effect.sync(() => storedSinceStart.set(id, (storedSinceStart.get(id) ?? 0) + stored.size))),
-          Effect.ensuring(release),
-          Effect.catchAll((error) =>
-            error instanceof TooLarge
-              ? Effect.fail(tooLarge(Math.min(room, error.limit)))
-              : typeof error === "object" && error !== null && "_tag" in error && error._tag === "ObjectStoreError"
-                ? fault(error)
-                : Effect.fail(new FileRefusal({ status: 400, error: "invalid_request", message: "The upload was cut off before its end." }))
-          )
+        const blob = yield* store.put(id, counted, limits.maxObjectBytes).pipe(
+          Effect.tap((stored) =>
+            Effect.sync(() => {
+              // From promised to stored in one step: no decision sees the bytes twice or not at all.
+              if (stored.added) quota.addStored(stored.size)
+              quota.release(key)
+            })
+          ),
+          Effect.onError(() => Effect.sync(() => quota.release(key))),
+          Effect.catchAll((error): Effect.Effect<never, FileRefusal> => {
+            const tag = typeof error === "object" && error !== null && "_tag" in error ? error._tag : undefined
+            if (tag === "TooLarge") return Effect.fail(tooLarge)
+            if (tag === "OverQuota") return Effect.fail(refusalOf((error as OverQuota).refusal))
+            if (tag === "ObjectStoreError") return fault(error)
+            return Effect.fail(new FileRefusal({ status: 400, error: "invalid_request", message: "The upload was cut off before its end." }))
+          })
         )
-        yield* Metric.set(Metric.tagged(storedBytes, "database", id), used + blob.size)
+        yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
         return { blob, contentType, name }
       })
+
+    /**
+     * A resumable upload's creation: its type and name, its size within the object limit, and its
+     * declared bytes (or, deferred, the bytes `grant` gave its first request) promised against the
+     * quota, within the bounds on unfinished uploads.
+     */
+    const createResumable = (databaseId: string, uploadId: string, subject: string, upload: ResumableUpload) =>
+      Effect.gen(function* () {
+        yield* fileMetadata(upload.contentType, upload.name)
+        if (upload.size !== undefined && upload.size > limits.maxObjectBytes) return yield* tooLarge
+        const quota = yield* ledgerOf(databaseId)
+        const refused = quota.reserve(uploadId, upload.size ?? upload.granted, { resumable: true, deferred: upload.size === undefined, subject })
+        if (refused !== undefined) return yield* refusalOf(refused)
+      })
+
+    /**
+     * The most bytes a resumable upload may reach with this request: for one of deferred length, its
+     * bytes so far and all the room the quota has left, promised now (settled after the request);
+     * a declared upload's bytes were promised when it was created.
+     */
+    const grantResumable = (databaseId: string, uploadId: string | null) =>
+      Effect.flatMap(ledgerOf(databaseId), (quota) => {
+        // A declared upload's bytes were promised at creation; one the ledger does not know, tus answers as missing.
+        if (uploadId !== null && !quota.isDeferred(uploadId)) return Effect.succeed(limits.maxObjectBytes)
+        const held = uploadId === null ? 0 : quota.bytesOf(uploadId)
+        const room = Math.min(Math.max(0, limits.maxObjectBytes - held), quota.free())
+        // No room at all is refused here: tus reads a limit of 0 as "no limit".
+        if (room === 0) return Effect.fail(refusalOf({ _tag: "OverQuota", quotaBytes: limits.quotaBytes }))
+        if (uploadId !== null) quota.reserve(uploadId, held + room, { resumable: true })
+        return Effect.succeed(held + room)
+      })
+
+    /** After a request on a resumable upload: its promise becomes what is on disk (released when it is gone). */
+    const settleResumable = (databaseId: string, uploadId: string) =>
+      Effect.gen(function* () {
+        const quota = yield* ledgerOf(databaseId)
+        const partial = yield* Effect.tryPromise(() => readPartial(uploadDirectory(dataDir, databaseId), uploadId))
+        if (partial === undefined) quota.release(uploadId)
+        else quota.restore(uploadId, partial.size ?? partial.offset, partial.size === undefined)
+      }).pipe(Effect.catchAll(fault), Effect.ignore)
 
     const upload = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileRefusal> =>
       Effect.scoped(Effect.gen(function* () {
@@ -365,6 +475,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       Effect.gen(function* () {
         // Partial uploads a crash left behind: none can still be completing after the handle TTL.
         yield* store.sweep(id, (yield* Clock.currentTimeMillis) - Duration.toMillis(limits.uploadTtl))
+        const quota = yield* loadedLedger(id)
         const referenced = yield* referencedObjects(dataDir, id, catalog)
         if (Option.isNone(referenced)) return 0
         const now = yield* Clock.currentTimeMillis
@@ -377,6 +488,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             yield* store.touch(id, blob.sha256)
           } else if (now - blob.touchedAt > keep) {
             yield* store.remove(id, blob.sha256)
+            if (Option.isSome(quota)) quota.value.addStored(-blob.size)
             removed++
           } else bytes += blob.size
         }
@@ -387,15 +499,46 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         Effect.withSpan("Objects.collect")
       )
 
-    /** One pass over every database with stored objects. */
+    /**
+     * Expired resumable uploads of every database, touched since start or not, go (one walk of the
+     * upload folders); what a loaded ledger promised them is released.
+     */
+    const expireUploads = Effect.gen(function* () {
+      const before = (yield* Clock.currentTimeMillis) - Duration.toMillis(limits.uploadTtl)
+      const removed = yield* Effect.tryPromise(() => sweepUploads(uploadsRoot(dataDir), before))
+      for (const [id, uploadIds] of removed) {
+        const quota = yield* loadedLedger(id)
+        if (Option.isSome(quota)) for (const uploadId of uploadIds) quota.value.release(uploadId)
+      }
+      return [...removed.values()].reduce((n, ids) => n + ids.length, 0)
+    }).pipe(
+      Effect.catchAllCause((cause) => Effect.as(Effect.zipRight(Metric.increment(storageFaults), Effect.logError("expiring resumable uploads failed", cause)), 0)),
+      Effect.withSpan("Objects.expireUploads")
+    )
+
+    /** One pass over every database with stored objects, and over every database's unfinished uploads. */
     const collectAll = Effect.flatMap(Effect.orElseSucceed(store.databases, () => []), (ids) => Effect.forEach(ids, collect)).pipe(
-      Effect.map((counts) => counts.reduce((a, b) => a + b, 0))
+      Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
+      Effect.zipLeft(expireUploads)
     )
 
     // The collector, on the operator's schedule.
     yield* Effect.forkScoped(Effect.schedule(collectAll, Schedule.spaced(limits.collectEvery)))
 
-    return { upload, resolve, download, link, linkPrincipal, collect: collectAll, limits } as const
+    return {
+      upload,
+      resolve,
+      download,
+      link,
+      linkPrincipal,
+      collect: collectAll,
+      limits,
+      createResumable,
+      grantResumable,
+      settleResumable,
+      /** Unfinished and stored bytes as the ledger counts them (tests and metrics). */
+      quotaOf: (databaseId: string) => Effect.map(ledgerOf(databaseId), (q) => ({ stored: q.stored, reserved: q.reserved, unfinished: q.unfinished }))
+    } as const
   }),
   dependencies: [DatabasesLive, ObjectStoreLive, ObjectLimits.layerConfig]
 }) {}

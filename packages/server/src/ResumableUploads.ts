@@ -5,111 +5,130 @@
  * from the offset a HEAD reports, and the last PATCH answers the same JSON as a plain
  * upload (the upload handle) once the bytes are stored (sha256 computed, fsynced, limits
  * and quota applied). Partial uploads live per database (`<dataDir>/uploads/<database
- * id>`), are reachable only from that database, and expire with the upload handle TTL.
+ * id>`), are reachable only by their creator, and expire with the upload handle TTL.
+ *
+ * The journey of one upload, and why nothing escapes:
+ * 1. Create: the type, name and size are checked and the declared bytes promised against the
+ *    database's quota (with the unfinished ones) before tus writes anything; a refusal leaves
+ *    nothing on disk.
+ * 2. PATCH: tus appends to the partial file under its own per-upload lock; a deferred-length
+ *    upload is granted, per request, at most the room the quota has left.
+ * 3. Finish: the partial file is read lazily, by a stream whose errors are the upload's own (a
+ *    refusal before reading never opens it), stored, and removed whatever the outcome; the
+ *    promise turns into stored bytes or is released.
+ * 4. After every request the promise is settled against what is on disk (released once the
+ *    upload is gone: finished, cancelled or expired by the collector, which walks every database's
+ *    folder).
  */
-import { createHash, randomBytes } from "node:crypto"
-import { createReadStream } from "node:fs"
+import { randomBytes } from "node:crypto"
+import { createReadStream, mkdirSync } from "node:fs"
 import { join } from "node:path"
 import type { Server } from "@tus/server"
 import { type Principal } from "@cairn/domain/Principal"
-import { Duration, Effect, Runtime, Stream } from "effect"
+import * as NodeStream from "@effect/platform-node/NodeStream"
+import { Duration, Effect, Runtime } from "effect"
+import { isOwnedBy, ownedUploadId } from "./FileQuota.js"
 import { commonJs } from "./internal/commonJs.js"
-import { type ObjectLimitsShape } from "./ObjectLimits.js"
-import { type Objects } from "./Objects.js"
+import { uploadDirectory } from "./internal/uploadArea.js"
+import { type FileRefusal, type Objects } from "./Objects.js"
 
 export const resumablePath = "/db/objects/resumable"
 
-/** The tus server and its file store, loaded with the first resumable upload (not at every start). */
-let tus: Promise<{ readonly Server: typeof import("@tus/server").Server; readonly FileStore: typeof import("@tus/file-store").FileStore }> | undefined
+/** The tus server, its file store and lock, loaded with the first resumable upload (not at every start). */
+type Tus = {
+  readonly Server: typeof import("@tus/server").Server
+  readonly FileStore: typeof import("@tus/file-store").FileStore
+  readonly MemoryLocker: typeof import("@tus/server").MemoryLocker
+}
+let tus: Promise<Tus> | undefined
 const loadTus = () =>
   (tus ??= Promise.all([import("@tus/server"), import("@tus/file-store")]).then(([server, store]) => ({
     Server: commonJs(server).Server,
+    MemoryLocker: commonJs(server).MemoryLocker,
     FileStore: commonJs(store).FileStore
   })))
 
-/** The request header carrying the verified caller into the protocol's hooks (set by us, never by the client). */
-const contextHeader = "x-cairn-upload-context"
-
-/**
- * An upload's id names its creator: 32 random hex characters, then 32 of
- * sha256(random, subject). Every request on it (HEAD, PATCH, DELETE) must come from the same
- * subject, or it is answered as an upload that does not exist: within a database, another
- * caller holding the URL can neither see its progress, write into it, finish it (and take its
- * handle) nor cancel it. No state is kept: a partial upload resumes after a restart.
- */
-const ownedId = (random: string, subject: string) => random + createHash("sha256").update(`${random}\0${subject}`).digest("hex").slice(0, 32)
-const isOwnedBy = (id: string, subject: string) => id.length === 64 && ownedId(id.slice(0, 32), subject) === id
 /** The tus server's own answer for an upload it does not have. */
 const uploadNotFound = { status_code: 404, body: "The file for this url was not found\n" }
 
 const decodeMetadata = (value: string | null | undefined): string | undefined => (value === null || value === undefined ? undefined : value)
 
+/** The id of the upload a request names, if any. */
+const uploadIdOf = (url: string): string | null => {
+  const path = new URL(url, "http://localhost").pathname
+  return path.startsWith(`${resumablePath}/`) ? path.slice(resumablePath.length + 1) : null
+}
+
 export interface Resumable {
   /** Answers one TUS request of `principal`, whose database is `databaseId`. */
   readonly handle: (principal: Principal, databaseId: string, request: Request) => Promise<Response>
-  /** Removes expired partial uploads of every database served since startup. */
-  readonly expire: Effect.Effect<number>
 }
+
+const tusAnswer = (status: number, body: string) => new Response(body, { status, headers: { "tus-resumable": "1.0.0", "content-type": "text/plain; charset=utf-8" } })
 
 export const makeResumable = (options: {
   readonly dataDir: string
-  readonly limits: ObjectLimitsShape
   readonly objects: Objects
   readonly runtime: Runtime.Runtime<never>
 }): Resumable => {
-  const callers = new Map<string, Principal>()
-  const servers = new Map<string, Promise<Server>>()
-
-  const callerOf = (req: { readonly headers: Headers }): Principal => {
-    const principal = callers.get(req.headers.get(contextHeader) ?? "")
-    if (principal === undefined) throw { status_code: 404, body: "Not found\n" }
-    return principal
+  const { objects } = options
+  const run = Runtime.runPromise(options.runtime)
+  /** Runs an engine step; its refusal becomes the tus answer (plain text with its status, as tus answers). */
+  const step = async <A>(effect: Effect.Effect<A, FileRefusal>): Promise<A> => {
+    const result = await run(Effect.either(effect))
+    if (result._tag === "Left") throw { status_code: result.left.status, body: `${result.left.message}\n` }
+    return result.right
   }
+  // One lock for every request on an upload, whichever request's server instance holds it.
+  let locker: InstanceType<Tus["MemoryLocker"]> | undefined
 
-  const serverFor = (databaseId: string): Promise<Server> => {
-    let server = servers.get(databaseId)
-    if (server === undefined) {
-      server = makeServer(databaseId)
-      servers.set(databaseId, server)
-    }
-    return server
-  }
-
-  const makeServer = async (databaseId: string): Promise<Server> => {
-    const { FileStore, Server } = await loadTus()
-    const datastore = new FileStore({
-      directory: join(options.dataDir, "uploads", databaseId),
-      expirationPeriodInMilliseconds: Duration.toMillis(options.limits.uploadTtl)
-    })
+  /** A tus server for one request of `principal` in database `databaseId` (cheap to make: the lock is shared). */
+  const serverFor = async (principal: Principal, databaseId: string, directory: string, created: { id?: string }): Promise<Server> => {
+    const { FileStore, MemoryLocker, Server } = await loadTus()
+    locker ??= new MemoryLocker()
+    const datastore = new FileStore({ directory, expirationPeriodInMilliseconds: Duration.toMillis(objects.limits.uploadTtl) })
+    /** A deferred-length creation's grant, from `maxSize` (asked first) to `onUploadCreate`. */
+    let granted = 0
     return new Server({
       path: resumablePath,
       datastore,
+      locker,
       relativeLocation: true,
       respectForwardedHeaders: false,
-      maxSize: options.limits.maxObjectBytes,
-      namingFunction: (req) => ownedId(randomBytes(16).toString("hex"), callerOf(req).subject),
-      onIncomingRequest: async (req, id) => {
-        if (!isOwnedBy(id, callerOf(req).subject)) throw uploadNotFound
+      maxSize: async (req, id) => {
+        if (req.method === "POST") {
+          if (req.headers.get("upload-length") !== null) return objects.limits.maxObjectBytes
+          granted = await step(objects.grantResumable(databaseId, null))
+          return granted
+        }
+        return id === null ? objects.limits.maxObjectBytes : await step(objects.grantResumable(databaseId, id))
+      },
+      namingFunction: () => (created.id = ownedUploadId(randomBytes(16).toString("hex"), principal.subject)),
+      onIncomingRequest: async (_req, id) => {
+        if (!isOwnedBy(id, principal.subject)) throw uploadNotFound
       },
       onUploadCreate: async (_req, upload) => {
-        const type = decodeMetadata(upload.metadata?.["filetype"])
-        const name = decodeMetadata(upload.metadata?.["filename"])
-        if (type !== undefined && !/^[\x20-\x7e]{1,255}$/.test(type)) throw { status_code: 415, body: "The filetype is not a content type.\n" }
-        if (name !== undefined && (name.length === 0 || name.length > 255 || /[\u0000-\u001f\u007f/\\]/.test(name))) {
-          throw { status_code: 400, body: "The filename must be 1 to 255 characters, without control characters or slashes.\n" }
-        }
+        await step(
+          objects.createResumable(databaseId, upload.id, principal.subject, {
+            contentType: decodeMetadata(upload.metadata?.["filetype"]),
+            name: decodeMetadata(upload.metadata?.["filename"]),
+            size: upload.size,
+            granted
+          })
+        )
         return {}
       },
-      onUploadFinish: async (req, upload) => {
-        const principal = callerOf(req)
-        const path = join(options.dataDir, "uploads", databaseId, upload.id)
-        const stored = await Runtime.runPromise(options.runtime)(
+      onUploadFinish: async (_req, upload) => {
+        const path = join(directory, upload.id)
+        const stored = await run(
           Effect.either(
-            options.objects.upload(principal, {
-              body: Stream.fromAsyncIterable(createReadStream(path, { highWaterMark: 256 * 1024 }) as AsyncIterable<Uint8Array>, (e) => e),
+            objects.upload(principal, {
+              // Opened only when the engine reads it (a refusal before never opens it); its errors are the upload's.
+              body: NodeStream.fromReadable(() => createReadStream(path, { highWaterMark: 256 * 1024 }), (cause) => cause),
               contentType: decodeMetadata(upload.metadata?.["filetype"]),
               name: decodeMetadata(upload.metadata?.["filename"]),
-              declaredLength: upload.size
+              declaredLength: upload.size,
+              reservation: upload.id
             })
           )
         )
@@ -123,27 +142,41 @@ export const makeResumable = (options: {
 
   return {
     handle: async (principal, databaseId, request) => {
-      const token = randomBytes(16).toString("hex")
-      const headers = new Headers(request.headers)
-      headers.set(contextHeader, token)
-      callers.set(token, principal)
+      // TUS 1.0: a PATCH body is application/offset+octet-stream, anything else is 415 Unsupported Media Type.
+      if (request.method === "PATCH" && request.headers.get("content-type")?.split(";")[0]!.trim().toLowerCase() !== "application/offset+octet-stream") {
+        return tusAnswer(415, "The body of a PATCH must be sent as application/offset+octet-stream.\n")
+      }
+      const directory = uploadDirectory(options.dataDir, databaseId)
+      try {
+        // Made here, where a failure is answered: the file store's own mkdir would throw from a callback.
+        mkdirSync(directory, { recursive: true })
+      } catch (cause) {
+        await run(Effect.logError("the resumable upload folder could not be made", cause))
+        return tusAnswer(503, "File storage is unavailable right now. Retry later.\n")
+      }
+      const created: { id?: string } = {}
+      const named = uploadIdOf(request.url)
       try {
         const init: RequestInit & { duplex: "half" } = {
           method: request.method,
-          headers,
+          headers: request.headers,
           body: request.method === "GET" || request.method === "HEAD" ? null : request.body,
           duplex: "half",
           signal: request.signal
         }
-        return await (await serverFor(databaseId)).handleWeb(new Request(request.url, init))
+        const answer = await (await serverFor(principal, databaseId, directory, created)).handleWeb(new Request(request.url, init))
+        // CORS is the gate's to grant, per route and only to allowed origins: tus's own grant (any origin) goes.
+        const headers = new Headers()
+        answer.headers.forEach((value, name) => {
+          if (!name.startsWith("access-control-")) headers.set(name, value)
+        })
+        return new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers })
       } finally {
-        callers.delete(token)
+        const id = created.id ?? named
+        if (id !== null && request.method !== "HEAD" && request.method !== "OPTIONS" && request.method !== "GET" && isOwnedBy(id, principal.subject)) {
+          await run(objects.settleResumable(databaseId, id))
+        }
       }
-    },
-    expire: Effect.promise(() =>
-      Promise.all([...servers.values()].map((server) => server.then((s) => s.cleanUpExpiredUploads()).catch(() => 0))).then((counts) =>
-        counts.reduce((a, b) => a + b, 0)
-      )
-    )
+    }
   }
 }

@@ -87,15 +87,23 @@ export const makeS3 = (options: S3Options): ObjectStoreShape => {
           if (Option.isSome(existing)) {
             // De-duplicated: keep the stored bytes, restart their retention clock.
             yield* touch(databaseId, sha256)
-            return { sha256, size, touchedAt: Date.now() }
+            return { sha256, size, touchedAt: Date.now(), added: false }
           }
-          yield* call((abortSignal) =>
-            client.send(
-              new PutObjectCommand({ Bucket: bucket, Key: keyOf(databaseId, sha256), Body: createReadStream(file.path), ContentLength: size }),
-              { abortSignal }
-            )
+          yield* Effect.acquireUseRelease(
+            Effect.sync(() => {
+              const body = createReadStream(file.path)
+              // The SDK reports a failed PUT through its promise; a read error must not escape as an 'error' event.
+              body.on("error", () => undefined)
+              return body
+            }),
+            (body) =>
+              call((abortSignal) =>
+                client.send(new PutObjectCommand({ Bucket: bucket, Key: keyOf(databaseId, sha256), Body: body, ContentLength: size }), { abortSignal })
+              ),
+            // A PUT that failed before reading the whole body leaves the file open: close it now, not at garbage collection.
+            (body) => Effect.sync(() => body.destroy())
           )
-          return { sha256, size, touchedAt: Date.now() }
+          return { sha256, size, touchedAt: Date.now(), added: true }
         }),
       (file) =>
         Effect.sync(() => {
@@ -132,7 +140,14 @@ export const makeS3 = (options: S3Options): ObjectStoreShape => {
           new GetObjectCommand({ Bucket: bucket, Key: keyOf(databaseId, sha256), ...(range ? { Range: `bytes=${range.start}-${range.end}` } : {}) }),
           { abortSignal }
         )
-      ).pipe(Effect.map((answer) => answer.Body as Readable)),
+      ).pipe(
+        Effect.map((answer) => {
+          const body = answer.Body as Readable
+          // As the filesystem backend's: the consumer sees the failure, a body dropped unread never escapes.
+          body.on("error", () => undefined)
+          return body
+        })
+      ),
     list: (databaseId) =>
       Effect.map(listKeys(`${prefix}${databaseId}/`), ({ contents }) =>
         contents.flatMap((c) => {

@@ -8,6 +8,7 @@ import { queryLimitsConfig } from "@cairn/query/QueryLimits"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { syncConfig } from "@cairn/sync/SyncConfig"
 import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from "effect"
+import { EscapedErrors } from "./EscapedErrors.js"
 import { corsOriginsConfig } from "./CorsOrigins.js"
 import { discoveryLimitsConfig } from "./ExposureGuard.js"
 import { limitsConfig } from "./Limits.js"
@@ -83,7 +84,8 @@ export const launch = <E, R>(app: Layer.Layer<never, E, R>): Effect.Effect<void,
         exitCode: 2
       })
     }
-    const exit = yield* Effect.exit(Layer.launch(app))
+    // The guard first, so it outlives the app's own shutdown.
+    const exit = yield* Effect.exit(Layer.launch(Layer.merge(EscapedErrors, app)))
     if (exit._tag === "Failure" && !Cause.isInterruptedOnly(exit.cause)) {
       return yield* new StartupFailed({ message: `Cairn cannot start: ${messageOf(exit.cause)}`, exitCode: 1 })
     }

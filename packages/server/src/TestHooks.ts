@@ -7,6 +7,7 @@
  */
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
+import { escapeOnce } from "./EscapedErrors.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { Settings, type SettingsShape } from "./Settings.js"
 
@@ -62,5 +63,18 @@ const MetricsRoute = HttpLayerRouter.add(
   )
 )
 
+/**
+ * `POST /__test/escape`: an `error` event nobody listens to, fired outside any request, as a stray
+ * stream's would be; the process guard (`EscapedErrors`) must log and count it, and keep serving.
+ */
+const EscapeRoute = HttpLayerRouter.add(
+  "POST",
+  "/__test/escape",
+  Effect.sync(() => {
+    escapeOnce()
+    return HttpServerResponse.unsafeJson({ fired: true }, { status: 202, headers: { "cache-control": "no-store" } })
+  })
+)
+
 /** The test-only routes, mounted only when the guard allows them (otherwise they do not exist: 404). Needs `TestHooks`. */
-export const TestHookRoutes = Layer.unwrapEffect(Effect.map(TestHooks, (hooks) => (hooks.enabled ? MetricsRoute : Layer.empty)))
+export const TestHookRoutes = Layer.unwrapEffect(Effect.map(TestHooks, (hooks) => (hooks.enabled ? Layer.merge(MetricsRoute, EscapeRoute) : Layer.empty)))

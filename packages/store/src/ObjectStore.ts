@@ -21,6 +21,11 @@ export interface Blob {
   readonly touchedAt: number
 }
 
+/** What `put` stored: the blob, and whether its bytes are new to the database (a duplicate takes no more room). */
+export interface PutBlob extends Blob {
+  readonly added: boolean
+}
+
 /** An upload stopped at `limit` bytes; nothing of it was kept. */
 export class TooLarge extends Data.TaggedError("TooLarge")<{ readonly limit: number }> {}
 
@@ -42,7 +47,7 @@ export interface ObjectStoreShape {
     databaseId: string,
     body: Stream.Stream<Uint8Array, E>,
     limit: number
-  ) => Effect.Effect<Blob, TooLarge | ObjectStoreError | E>
+  ) => Effect.Effect<PutBlob, TooLarge | ObjectStoreError | E>
   readonly stat: (databaseId: string, sha256: string) => Effect.Effect<Option.Option<Blob>, ObjectStoreError>
   /**
    * The blob's bytes, or the inclusive `range` of them, as a Node stream (the HTTP front pipes
@@ -109,7 +114,7 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
   }
   const attempt = <A>(f: () => A) => Effect.try({ try: f, catch: (cause) => new ObjectStoreError({ cause }) })
 
-  const put = <E>(databaseId: string, body: Stream.Stream<Uint8Array, E>, limit: number): Effect.Effect<Blob, TooLarge | ObjectStoreError | E> =>
+  const put = <E>(databaseId: string, body: Stream.Stream<Uint8Array, E>, limit: number): Effect.Effect<PutBlob, TooLarge | ObjectStoreError | E> =>
     Effect.acquireUseRelease(
       attempt(() => {
         const staging = join(areaOf(databaseId), ".staging")
@@ -131,11 +136,11 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
               rmSync(file.path, { force: true })
               const now = new Date()
               utimesSync(target, now, now)
-              return { sha256, size, touchedAt: now.getTime() }
+              return { sha256, size, touchedAt: now.getTime(), added: false }
             }
             renameSync(file.path, target)
             fsyncDirectory(areaOf(databaseId))
-            return { sha256, size, touchedAt: statSync(target).mtimeMs }
+            return { sha256, size, touchedAt: statSync(target).mtimeMs, added: true }
           })
         }),
       (file) =>
@@ -163,6 +168,9 @@ export const makeFilesystem = (root: string): ObjectStoreShape => {
         const stream = createReadStream(blobPath(databaseId, sha256), { highWaterMark: 256 * 1024, ...(range ? { start: range.start, end: range.end } : {}) })
         let sent = 0
         stream.on("data", (chunk) => relieve(sent, (sent += chunk.length)))
+        // Whoever consumes it (the HTTP front's pipeline) sees a failure too; one dropped before it is
+        // consumed (an interrupted request, a 304) must not take the process down with an unhandled 'error'.
+        stream.on("error", () => undefined)
         return stream
       }),
     list: (databaseId) =>
