@@ -6,6 +6,7 @@
  * links included), and collection of objects no record references any more.
  */
 import { randomUUID } from "node:crypto"
+import { mkdirSync } from "node:fs"
 import type { Readable } from "node:stream"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
@@ -317,6 +318,32 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         return Effect.succeed(held + room)
       })
 
+    /** Requests working in each database's upload folder now; the collector leaves a folder in use. */
+    const areaUsers = new Map<string, number>()
+    /**
+     * Marks the database's upload folder in use and makes it if missing (throws if it cannot be made);
+     * `leave` ends the use. The collector never removes a folder in use.
+     */
+    const enterUploadArea = (databaseId: string): { readonly directory: string; readonly leave: () => void } => {
+      const directory = uploadDirectory(dataDir, databaseId)
+      areaUsers.set(databaseId, (areaUsers.get(databaseId) ?? 0) + 1)
+      let left = false
+      const leave = () => {
+        if (left) return
+        left = true
+        const users = (areaUsers.get(databaseId) ?? 1) - 1
+        if (users === 0) areaUsers.delete(databaseId)
+        else areaUsers.set(databaseId, users)
+      }
+      try {
+        mkdirSync(directory, { recursive: true })
+      } catch (error) {
+        leave()
+        throw error
+      }
+      return { directory, leave }
+    }
+
     /** After a request on a resumable upload: its promise becomes what is on disk (released when it is gone). */
     const settleResumable = (databaseId: string, uploadId: string) =>
       Effect.gen(function* () {
@@ -505,7 +532,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
      */
     const expireUploads = Effect.gen(function* () {
       const before = (yield* Clock.currentTimeMillis) - Duration.toMillis(limits.uploadTtl)
-      const removed = yield* Effect.tryPromise(() => sweepUploads(uploadsRoot(dataDir), before))
+      const removed = yield* Effect.tryPromise(() => sweepUploads(uploadsRoot(dataDir), before, (id) => (areaUsers.get(id) ?? 0) > 0))
       for (const [id, uploadIds] of removed) {
         const quota = yield* loadedLedger(id)
         if (Option.isSome(quota)) for (const uploadId of uploadIds) quota.value.release(uploadId)
@@ -535,6 +562,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       limits,
       createResumable,
       grantResumable,
+      enterUploadArea,
       settleResumable,
       /** Unfinished and stored bytes as the ledger counts them (tests and metrics). */
       quotaOf: (databaseId: string) => Effect.map(ledgerOf(databaseId), (q) => ({ stored: q.stored, reserved: q.reserved, unfinished: q.unfinished }))

@@ -21,7 +21,7 @@
  *    folder).
  */
 import { randomBytes } from "node:crypto"
-import { createReadStream, mkdirSync } from "node:fs"
+import { createReadStream } from "node:fs"
 import { join } from "node:path"
 import type { Server } from "@tus/server"
 import { type Principal } from "@cairn/domain/Principal"
@@ -29,7 +29,6 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Duration, Effect, Runtime } from "effect"
 import { isOwnedBy, ownedUploadId } from "./FileQuota.js"
 import { commonJs } from "./internal/commonJs.js"
-import { uploadDirectory } from "./internal/uploadArea.js"
 import { type FileRefusal, type Objects } from "./Objects.js"
 
 export const resumablePath = "/db/objects/resumable"
@@ -42,11 +41,13 @@ type Tus = {
 }
 let tus: Promise<Tus> | undefined
 const loadTus = () =>
-  (tus ??= Promise.all([import("@tus/server"), import("@tus/file-store")]).then(([server, store]) => ({
-    Server: commonJs(server).Server,
-    MemoryLocker: commonJs(server).MemoryLocker,
-    FileStore: commonJs(store).FileStore
-  })))
+  (tus ??= Promise.all([import("@tus/server"), import("@tus/file-store")]).then(([server, store]) => {
+    // The file store makes its folder from its constructor with a callback that throws on failure (an
+    // uncaught exception: every tenant down). The engine makes the folder before each request instead.
+    class FileStore extends commonJs(store).FileStore {}
+    Object.defineProperty(FileStore.prototype, "checkOrCreateDirectory", { value: () => undefined })
+    return { Server: commonJs(server).Server, MemoryLocker: commonJs(server).MemoryLocker, FileStore }
+  }))
 
 /** The tus server's own answer for an upload it does not have. */
 const uploadNotFound = { status_code: 404, body: "The file for this url was not found\n" }
@@ -146,14 +147,14 @@ export const makeResumable = (options: {
       if (request.method === "PATCH" && request.headers.get("content-type")?.split(";")[0]!.trim().toLowerCase() !== "application/offset+octet-stream") {
         return tusAnswer(415, "The body of a PATCH must be sent as application/offset+octet-stream.\n")
       }
-      const directory = uploadDirectory(options.dataDir, databaseId)
+      let area: { readonly directory: string; readonly leave: () => void }
       try {
-        // Made here, where a failure is answered: the file store's own mkdir would throw from a callback.
-        mkdirSync(directory, { recursive: true })
+        area = objects.enterUploadArea(databaseId)
       } catch (cause) {
         await run(Effect.logError("the resumable upload folder could not be made", cause))
         return tusAnswer(503, "File storage is unavailable right now. Retry later.\n")
       }
+      const { directory } = area
       const created: { id?: string } = {}
       const named = uploadIdOf(request.url)
       try {
@@ -172,9 +173,13 @@ export const makeResumable = (options: {
         })
         return new Response(answer.body, { status: answer.status, statusText: answer.statusText, headers })
       } finally {
-        const id = created.id ?? named
-        if (id !== null && request.method !== "HEAD" && request.method !== "OPTIONS" && request.method !== "GET" && isOwnedBy(id, principal.subject)) {
-          await run(objects.settleResumable(databaseId, id))
+        try {
+          const id = created.id ?? named
+          if (id !== null && request.method !== "HEAD" && request.method !== "OPTIONS" && request.method !== "GET" && isOwnedBy(id, principal.subject)) {
+            await run(objects.settleResumable(databaseId, id))
+          }
+        } finally {
+          area.leave()
         }
       }
     }

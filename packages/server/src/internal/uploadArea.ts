@@ -5,7 +5,8 @@
  * against the quota after a restart, and to expire them for every database, touched since the
  * start or not.
  */
-import { readdir, readFile, rm, rmdir, stat } from "node:fs/promises"
+import { rmdirSync } from "node:fs"
+import { readdir, readFile, rm, stat } from "node:fs/promises"
 import { join } from "node:path"
 
 export interface PartialUpload {
@@ -67,10 +68,10 @@ export const readPartials = async (dir: string): Promise<Array<PartialUpload>> =
 
 /**
  * Removes, under every database's folder, the uploads begun before `before` (ms since the epoch)
- * and left-overs of either half whose other half is gone, then folders left empty. Answers the
- * removed upload ids per database id.
+ * and left-overs of either half whose other half is gone, then folders left empty unless `inUse`
+ * (a request is working in it). Answers the removed upload ids per database id.
  */
-export const sweepUploads = async (root: string, before: number): Promise<Map<string, Array<string>>> => {
+export const sweepUploads = async (root: string, before: number, inUse: (databaseId: string) => boolean): Promise<Map<string, Array<string>>> => {
   const removed = new Map<string, Array<string>>()
   for (const databaseId of await namesIn(root)) {
     if (!DATABASE_ID.test(databaseId)) continue
@@ -89,8 +90,15 @@ export const sweepUploads = async (root: string, before: number): Promise<Map<st
       gone.push(id)
     }
     if (gone.length > 0) removed.set(databaseId, gone)
-    // Only an empty folder goes; one that an upload just wrote into stays (ENOTEMPTY).
-    await rmdir(dir).catch(() => undefined)
+    // Only an empty folder no request is using goes, checked and removed in one synchronous step
+    // (a request marks its folder in use before it makes it); one with files stays (ENOTEMPTY).
+    if (!inUse(databaseId)) {
+      try {
+        rmdirSync(dir)
+      } catch {
+        // not empty, or already gone
+      }
+    }
   }
   return removed
 }
