@@ -10,7 +10,7 @@ import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
 import type { Client, KoaContextWithOIDC } from "oidc-provider"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Config, Context, Data, Effect, Layer, Option } from "effect"
+import { Config, Context, Data, Effect, Layer, Option, Runtime } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
 import { Settings } from "@cairn/server/Settings"
 
@@ -260,13 +260,20 @@ export const make = (options: DevAuthServerOptions) =>
     const hostname = url.hostname.replace(/^\[|\]$/g, "")
     const port = url.port === "" ? (url.protocol === "https:" ? 443 : 80) : Number(url.port)
     const server = yield* Effect.acquireRelease(
-      Effect.async<HttpServer, DevAuthServerError>((resume) => {
+      Effect.flatMap(Effect.runtime<never>(), (runtime) => Effect.async<HttpServer, DevAuthServerError>((resume) => {
         const server = createServer(handler)
-        server.once("error", (error) =>
-          resume(Effect.fail(new DevAuthServerError({ message: `The development authorization server cannot listen on ${url.host}: ${error.message}` })))
+        let listening = false
+        // Before listening, a failure to start; after, logged: an unheard 'error' would exit the process.
+        server.on("error", (error) =>
+          listening
+            ? Runtime.runFork(runtime)(Effect.logError("the development authorization server failed", error))
+            : resume(Effect.fail(new DevAuthServerError({ message: `The development authorization server cannot listen on ${url.host}: ${error.message}` })))
         )
-        server.listen(port, hostname, () => resume(Effect.succeed(server)))
-      }),
+        server.listen(port, hostname, () => {
+          listening = true
+          resume(Effect.succeed(server))
+        })
+      })),
       (server) =>
         Effect.async<void>((resume) => {
           server.closeAllConnections()

@@ -8,7 +8,7 @@ import { createServer, type Server } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Runtime } from "effect"
 import { commonJs } from "./internal/commonJs.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
@@ -20,7 +20,7 @@ const loadOtel = async () => ({
 
 const listen = (host: string, port: number, exporter: PrometheusExporter) =>
   Effect.acquireRelease(
-    Effect.async<Server, Error>((resume) => {
+    Effect.flatMap(Effect.runtime<never>(), (runtime) => Effect.async<Server, Error>((resume) => {
       const server = createServer((request, response) => {
         const path = (request.url ?? "").split("?")[0]
         if (request.method === "GET" && path === "/metrics") {
@@ -29,9 +29,16 @@ const listen = (host: string, port: number, exporter: PrometheusExporter) =>
         }
         response.writeHead(404, { "content-type": "text/plain" }).end("Only GET /metrics is served here.\n")
       })
-      server.once("error", (error) => resume(Effect.fail(error)))
-      server.listen(port, host, () => resume(Effect.succeed(server)))
-    }),
+      let listening = false
+      // Before listening, a failure to start; after, logged: an unheard 'error' would exit the process.
+      server.on("error", (error) =>
+        listening ? Runtime.runFork(runtime)(Effect.logError("the metrics listener failed", error)) : resume(Effect.fail(error))
+      )
+      server.listen(port, host, () => {
+        listening = true
+        resume(Effect.succeed(server))
+      })
+    })),
     (server) => Effect.async<void>((resume) => {
       server.closeAllConnections()
       server.close(() => resume(Effect.void))
