@@ -482,7 +482,13 @@ describe(`object storage (${name})`, () => {
       const file = queried.value.rows[0].file
       assert.strictEqual(file.sha256, createHash("sha256").update(content).digest("hex"))
       assert.strictEqual(file.name, "notes.txt")
-      assert.strictEqual((yield* download(app, alice, file.url)).text, content.toString())
+      // An agent holds no token for /db: its url is a short-lived signed link (absolute), usable as it is.
+      assert.match(file.url, new RegExp(`^${app.base}/db/objects/${file.objectId}\\?link=`))
+      assert.strictEqual((yield* http(file.url)).text, content.toString())
+      // The same record over /db/rpc keeps the gated path, for the bearer token.
+      const overRpc = yield* rpc(app, alice, "Query", { query: { version: 1, from: { kind: "entity", name: "Attachment" }, select: { file: { path: ["file"] } } } })
+      assert.strictEqual(overRpc.value.rows[0].file.url, `/db/objects/${file.objectId}`)
+      assert.strictEqual((yield* download(app, alice, overRpc.value.rows[0].file.url)).text, content.toString())
 
       // Over the inline limit, or not base64: invalid_input, nothing attached.
       const tooLarge = yield* mcp(app, agent, "mutate", {

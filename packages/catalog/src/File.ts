@@ -27,7 +27,7 @@ export const File = FileRef.annotations({
   [FileAnnotationId]: true,
   title: "File",
   description:
-    "A stored file: objectId, sha256, size (bytes), contentType, name; query results add url (GET it with the same bearer token)."
+    "A stored file: objectId, sha256, size (bytes), contentType, name; query results add url to download it: over MCP a short-lived signed link (GET it as it is, no token), over /db/rpc the download path (GET it with the same bearer token)."
 })
 
 /** A small file given inline (e.g. by an agent through MCP): its bytes in base64, under the inline limit. */

@@ -49,7 +49,7 @@ export const callTool = (
   // MCP lets a client omit `arguments`; that is an empty object.
   const payload = args ?? {}
   const run: Effect.Effect<object, EngineError> =
-    name === "describe" ? plane.describe(principal, payload) : name === "query" ? plane.query(principal, payload) : plane.mutate(principal, payload)
+    name === "describe" ? plane.describe(principal, payload) : name === "query" ? plane.query(principal, payload, { fileLinks: "signed" }) : plane.mutate(principal, payload)
   return run.pipe(
     Effect.provideService(CurrentTransport, "mcp"),
     scrubDefects(`MCP ${name}`),

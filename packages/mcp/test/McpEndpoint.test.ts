@@ -345,6 +345,11 @@ const answering = (mutate: DataPlane["mutate"]) =>
         query: () => Effect.dieMessage("unused"),
         snapshot: () => Effect.dieMessage("unused"),
         changes: () => Stream.dieMessage("unused"),
+        upload: () => Effect.dieMessage("unused"),
+        download: () => Effect.dieMessage("unused"),
+        link: () => Effect.dieMessage("unused"),
+        resumable: () => Effect.dieMessage("unused"),
+        linkPrincipal: () => Effect.dieMessage("unused"),
         mutate
       })
     })

@@ -6,6 +6,7 @@
  * defects are logged under the request id and answered without internals. Transports
  * only authenticate and map `EngineError` to their wire.
  */
+import { File } from "@cairn/catalog"
 import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { DescribeLimits, describe } from "@cairn/catalog/Describe"
 import { Sealer } from "@cairn/catalog/Sealer"
@@ -27,23 +28,38 @@ import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
 import { Sync } from "@cairn/sync/Sync"
-import { Cause, Context, Effect, Option, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
-import { Objects } from "./Objects.js"
-import { type EngineError, InsufficientScope, internalFailure, missingScope, scrubDefects, Unavailable } from "./Refusal.js"
+import { type Download, type FileError, Objects, type Uploaded, type UploadRequest } from "./Objects.js"
+import { type EngineError, InsufficientScope, type InternalFailure, internalFailure, missingScope, scrubDefects, Unavailable } from "./Refusal.js"
+import { Settings } from "./Settings.js"
 
 /** The engine's verbs, by name (logs and metrics). */
 export type Verb = "describe" | "query" | "mutate" | "snapshot" | "changes"
+/** The file verbs (`/db/objects`): the same admission, their own answers. */
+export type FileVerb = "upload" | "download" | "link" | "resumable"
 
-const requiredScope: Readonly<Record<Verb, AccessScope>> = {
+const requiredScope: Readonly<Record<Verb | FileVerb, AccessScope>> = {
   describe: readScope,
   query: readScope,
   snapshot: readScope,
   changes: readScope,
-  mutate: writeScope
+  mutate: writeScope,
+  upload: writeScope,
+  download: readScope,
+  link: readScope,
+  resumable: writeScope
+}
+
+/** Everything a file verb can answer besides its result. */
+export type FileVerbError = FileError | InsufficientScope | InternalFailure
+
+/** How a query's `File` values carry their url: the gated download path (bearer token), or a signed link (MCP agents). */
+export interface QueryOptions {
+  readonly fileLinks?: "gated" | "signed"
 }
 
 export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPlane", {
@@ -57,6 +73,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const describeLimits = yield* DescribeLimits
     const sealer = yield* Sealer
     const objects = yield* Objects
+    const { baseUrl } = yield* Settings
 
     // One context provided once per verb (each `provide` is a context swap of its own).
     const limits = Context.make(QueryLimits, queryLimits).pipe(Context.add(DescribeLimits, describeLimits), Context.add(Sealer, sealer))
@@ -121,7 +138,25 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         return yield* describe(view, request)
       }).pipe(withLimits, scrubDefects("describe"), EngineMetrics.instrument("describe"), hotSpan("DataPlane.describe"))
 
-    const queryVerb = (principal: Principal, payload: unknown): Effect.Effect<QueryResult, EngineError> =>
+    /**
+     * For a caller without a bearer token of `/db` (an MCP agent): each visible `File` value's url
+     * becomes a short-lived signed link for that caller (absolute), which re-checks the policy when used.
+     */
+    const signFileLinks = (principal: Principal, result: QueryResult) =>
+      Effect.map(Clock.currentTimeMillis, (now): QueryResult => {
+        const sign = (value: unknown): unknown => {
+          if (typeof value !== "object" || value === null) return value
+          if (Array.isArray(value)) return value.map(sign)
+          const record = value as Record<string, unknown>
+          if (typeof record["objectId"] === "string" && record["url"] === File.downloadPath(record["objectId"])) {
+            return { ...record, url: `${baseUrl}${objects.sealLink(principal, record["objectId"], now).url}` }
+          }
+          return Object.fromEntries(Object.entries(record).map(([k, v]) => [k, sign(v)]))
+        }
+        return { ...result, rows: result.rows.map((row) => sign(row) as (typeof result.rows)[number]) }
+      })
+
+    const queryVerb = (principal: Principal, payload: unknown, options?: QueryOptions): Effect.Effect<QueryResult, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
@@ -140,7 +175,10 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
             },
             request
           })
-        ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
+        ).pipe(
+          Effect.catchTag("ActivationError", (error) => unavailable(error)),
+          Effect.flatMap((result) => (options?.fileLinks === "signed" ? signFileLinks(principal, result) : Effect.succeed(result)))
+        )
       }).pipe(withLimits, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
 
     const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
@@ -188,12 +226,51 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         EngineMetrics.instrumentStream("changes")
       )
 
+    /** A file verb's admission: the token's scope first (as for every verb), then the caller's open database. */
+    const admitFile = (verb: FileVerb, principal: Principal) =>
+      Effect.gen(function* () {
+        const scope = requiredScope[verb]
+        if (!principal.scopes.includes(scope)) return yield* new InsufficientScope({ scope, message: missingScope(scope) })
+        return yield* open(principal)
+      })
+
+    /** Streams an upload into the caller's database under every file limit; answers its upload handle. */
+    const uploadVerb = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileVerbError> =>
+      Effect.scoped(Effect.flatMap(admitFile("upload", principal), (database) => objects.upload(database.id, request))).pipe(
+        scrubDefects("upload"),
+        Effect.withSpan("DataPlane.upload")
+      )
+
+    /** The file `objectId`, while the caller can see a record holding it (the policy checked now), or the `Range` asked. */
+    const downloadVerb = (principal: Principal, objectId: string, range: string | undefined): Effect.Effect<Download, FileVerbError> =>
+      Effect.scoped(
+        Effect.flatMap(admitFile("download", principal), (database) => objects.download(policy.view(principal), database, objectId, range))
+      ).pipe(scrubDefects("download"), Effect.withSpan("DataPlane.download"))
+
+    /** A short-lived signed link to `objectId` for the caller, if they can see it now. */
+    const linkVerb = (principal: Principal, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, FileVerbError> =>
+      Effect.scoped(
+        Effect.flatMap(admitFile("link", principal), (database) => objects.link(principal, policy.view(principal), database, objectId))
+      ).pipe(scrubDefects("link"), Effect.withSpan("DataPlane.link"))
+
+    /** One request of the resumable upload protocol (TUS 1.0), in the caller's open database. */
+    const resumableVerb = (principal: Principal, request: Request): Effect.Effect<Response, FileVerbError> =>
+      Effect.scoped(
+        Effect.flatMap(admitFile("resumable", principal), (database) => Effect.promise(() => objects.resumable.handle(principal, database.id, request)))
+      ).pipe(scrubDefects("resumable"), Effect.withSpan("DataPlane.resumable"))
+
     return {
       describe: describeVerb,
       query: queryVerb,
       mutate: mutateVerb,
       snapshot: snapshotVerb,
-      changes: changesVerb
+      changes: changesVerb,
+      upload: uploadVerb,
+      download: downloadVerb,
+      link: linkVerb,
+      resumable: resumableVerb,
+      /** The principal a signed download link stands for, while it is valid (then `download` as them). */
+      linkPrincipal: objects.linkPrincipal
     } as const
   }),
   dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default, Objects.Default]

@@ -5,13 +5,11 @@
  * `GET /db/objects/:objectId` downloads (Range, ETag = sha256) while the caller can see
  * a record holding the file; `POST /db/objects/:objectId/link` answers a short-lived
  * signed link, usable without a token (e.g. `<img src>`), that re-checks the policy for
- * its principal when used. The route only maps the `Objects` engine's answers to HTTP.
+ * its principal when used. Every request is a verb of the one engine (`DataPlane`: scope, the
+ * caller's database, the policy view, then the file engine); the route only maps its answers to HTTP.
  */
 import { HttpLayerRouter, HttpRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { type AccessScope } from "@cairn/domain/AccessScope"
 import { type Principal } from "@cairn/domain/Principal"
-import { writeScope } from "@cairn/domain/AccessScope"
-import { databaseId } from "@cairn/store/Databases"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Layer, Option, Stream } from "effect"
 import { BearerGate } from "./BearerGate.js"
@@ -19,10 +17,9 @@ import { Correlation } from "./Correlation.js"
 import { type CorsRoute, objectsCors, resumableCors } from "./CorsOrigins.js"
 import { frontError } from "./internal/frontError.js"
 import { methodNotAllowed, refuseOtherMethods } from "./MethodNotAllowed.js"
-import { type FileRefusal, FileRefusal as FileRefusalError, Objects } from "./Objects.js"
-import { makeResumable, resumablePath } from "./ResumableUploads.js"
-import { Settings } from "./Settings.js"
-import { InsufficientScope, missingScope } from "./Refusal.js"
+import { DataPlane, type FileVerbError } from "./DataPlane.js"
+import { fileHttpStatusOf } from "./Refusal.js"
+import { resumablePath } from "./ResumableUploads.js"
 
 export const objectsPath = "/db/objects"
 
@@ -44,29 +41,23 @@ const decodeName = (raw: string | undefined): string | undefined => {
 
 const routes = Effect.gen(function* () {
   const gate = yield* BearerGate
-  const objects = yield* Objects
+  const plane = yield* DataPlane
   const router = yield* HttpLayerRouter.HttpRouter
-  const { dataDir } = yield* Settings
-  const resumable = makeResumable({ dataDir, objects, runtime: yield* Effect.runtime<never>() })
 
-  const refuse = (principal: Principal, refusal: FileRefusal) =>
+  /** The engine's answer in HTTP: the gate's for a refusal (scope, unavailable, failure), else the file's status. */
+  const refuse = (principal: Principal, error: FileVerbError) =>
     Effect.gen(function* () {
-      if (refusal.error === "insufficient_scope") {
-        return yield* gate.refuse("db", principal, new InsufficientScope({ scope: (refusal.scope ?? "db:read") as AccessScope, message: refusal.message }))
-      }
+      if (error._tag === "InsufficientScope" || error._tag === "Unavailable" || error._tag === "InternalFailure") return yield* gate.refuse("db", principal, error)
       const requestId = yield* Correlation.id
-      return frontError(refusal.status, {
-        error: refusal.error,
-        message: refusal.message,
-        requestId,
-        ...(refusal.limitBytes !== undefined ? { limitBytes: refusal.limitBytes } : {})
-      })
+      if (error._tag === "Inaccessible") return frontError(404, { error: "not_found", message: error.message, requestId })
+      const { status, error: code } = fileHttpStatusOf(error)
+      return frontError(status, { error: code, message: error.message, requestId, ...(error.limitBytes !== undefined ? { limitBytes: error.limitBytes } : {}) })
     })
 
   /** Authenticates, runs `f` as the caller, and answers refusals; CORS as for every `/db` route, preflights for `cors`. */
   const gated =
     (
-      f: (principal: Principal, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, FileRefusal>,
+      f: (principal: Principal, request: HttpServerRequest.HttpServerRequest) => Effect.Effect<HttpServerResponse.HttpServerResponse, FileVerbError>,
       cors: CorsRoute = objectsCors
     ) =>
     (request: HttpServerRequest.HttpServerRequest) =>
@@ -83,7 +74,7 @@ const routes = Effect.gen(function* () {
   const upload = gated((principal, request) =>
     Effect.gen(function* () {
       const length = request.headers["content-length"]
-      const uploaded = yield* objects.upload(principal, {
+      const uploaded = yield* plane.upload(principal, {
         // The body streams to storage: the front's body cap does not apply, the object limits do.
         // Read straight from Node's request (its async iterator), one chunk per step.
         body: Stream.fromAsyncIterable(NodeHttpServerRequest.toIncomingMessage(request) as AsyncIterable<Uint8Array>, (cause) => cause),
@@ -98,7 +89,7 @@ const routes = Effect.gen(function* () {
   const download = (principal: Principal, request: HttpServerRequest.HttpServerRequest, objectId: string) =>
     Effect.scoped(
       Effect.gen(function* () {
-        const found = yield* objects.download(principal, objectId, request.headers["range"])
+        const found = yield* plane.download(principal, objectId, request.headers["range"])
         const { file, range } = found
         const etag = `"${file.sha256}"`
         const headers: Record<string, string> = {
@@ -130,29 +121,25 @@ const routes = Effect.gen(function* () {
       const link = new URL(request.url, "http://localhost").searchParams.get("link")
       if (link === null) return yield* gated((principal, req) => download(principal, req, id))(request)
       // A signed link stands for its principal: the policy is checked for them now.
-      return yield* objects.linkPrincipal(id, link).pipe(
+      return yield* plane.linkPrincipal(id, link).pipe(
         Effect.flatMap((principal) => Effect.catchAll(download(principal, request, id), (refusal) => refuse(principal, refusal))),
-        Effect.catchAll((refusal) =>
-          Effect.map(Correlation.id, (requestId) => frontError(refusal.status, { error: refusal.error, message: refusal.message, requestId }))
-        )
+        Effect.catchAll((refusal) => Effect.map(Correlation.id, (requestId) => frontError(404, { error: "not_found", message: refusal.message, requestId })))
       )
     })
 
   const link = (request: HttpServerRequest.HttpServerRequest) =>
     Effect.flatMap(HttpRouter.params, ({ objectId }) =>
       gated((principal) =>
-        Effect.scoped(Effect.map(objects.link(principal, objectId ?? ""), (answer) => HttpServerResponse.unsafeJson(answer, { headers: { "cache-control": "no-store" } })))
+        Effect.map(plane.link(principal, objectId ?? ""), (answer) => HttpServerResponse.unsafeJson(answer, { headers: { "cache-control": "no-store" } }))
       )(request)
     )
 
   const tus = gated((principal, request) =>
     Effect.gen(function* () {
-      if (!principal.scopes.includes(writeScope)) {
-        return yield* new FileRefusalError({ status: 403, error: "insufficient_scope", scope: writeScope, message: missingScope(writeScope) })
-      }
-      const web = yield* Effect.orElseFail(HttpServerRequest.toWeb(request), () => new FileRefusalError({ status: 400, error: "invalid_request", message: "The request could not be read." }))
-      const answer = yield* Effect.promise(() => resumable.handle(principal, databaseId(principal.databaseKey), web))
-      return HttpServerResponse.fromWeb(answer)
+      // An unreadable request never reaches the engine: the protocol's own 400.
+      const web = yield* Effect.either(HttpServerRequest.toWeb(request))
+      if (web._tag === "Left") return HttpServerResponse.text("The request could not be read.\n", { status: 400 })
+      return HttpServerResponse.fromWeb(yield* plane.resumable(principal, web.right))
     }).pipe(HttpServerRequest.withMaxBodySize(Option.none())),
     resumableCors
   )
@@ -169,5 +156,5 @@ const routes = Effect.gen(function* () {
   yield* refuseOtherMethods(router, `${objectsPath}/:objectId/link`, ["POST"], otherwise)
 })
 
-/** The `/db/objects` routes. Needs the `BearerGate` and what `Objects` needs. */
-export const ObjectRoutes = Layer.scopedDiscard(routes).pipe(Layer.provide(Objects.Default))
+/** The `/db/objects` routes. Needs the `BearerGate` and the `DataPlane`. */
+export const ObjectRoutes = Layer.scopedDiscard(routes)

@@ -12,40 +12,33 @@ import { Sealer } from "@cairn/catalog/Sealer"
 import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { File } from "@cairn/catalog"
 import { type View } from "@cairn/catalog/View"
-import { readScope, writeScope } from "@cairn/domain/AccessScope"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Principal } from "@cairn/domain/Principal"
-import { InvalidInput } from "@cairn/domain/PublicError"
+import { Inaccessible, InvalidInput } from "@cairn/domain/PublicError"
 import { scopeSql } from "@cairn/query/ScopeSql"
-import { type Database, Databases } from "@cairn/store/Databases"
+import { type Database } from "@cairn/store/Databases"
 import { referencedObjects } from "@cairn/store/ObjectReferences"
 import { type Blob, ObjectStore, type Range } from "@cairn/store/ObjectStore"
 import { Chunk, Clock, Data, Deferred, Duration, Effect, FiberId, Metric, Option, Schedule, Schema, Stream } from "effect"
-import { DatabasesLive } from "./DatabasesLive.js"
 import { Deployment } from "./Deployment.js"
 import { FileQuota, overQuotaMessage, type QuotaRefusal, tooManyUnfinishedMessage } from "./FileQuota.js"
 import { readPartial, readPartials, sweepUploads, uploadDirectory, uploadsRoot } from "./internal/uploadArea.js"
 import { ObjectLimits } from "./ObjectLimits.js"
 import { ObjectStoreLive } from "./ObjectStoreLive.js"
-import { missingScope } from "./Refusal.js"
+import { makeResumable } from "./ResumableUploads.js"
+import { FileRefused, fileHttpStatusOf, Unavailable } from "./Refusal.js"
 import { Settings } from "./Settings.js"
 
-/** What an upload, a download or a link request is refused with: an HTTP status, a front error code and public words. */
-export class FileRefusal extends Data.TaggedError("FileRefusal")<{
-  readonly status: 400 | 403 | 404 | 413 | 415 | 416 | 429 | 503
-  readonly error: "invalid_request" | "insufficient_scope" | "payload_too_large" | "not_found" | "too_many_uploads" | "unavailable"
-  readonly message: string
-  readonly limitBytes?: number
-  /** `insufficient_scope`: the scope the call needs. */
-  readonly scope?: string
-}> {}
-
 /** The one answer for a file the caller cannot download: absent, another database's, or only in records hidden from them. */
-export const noSuchFile = new FileRefusal({
-  status: 404,
-  error: "not_found",
+export const noSuchFile = new Inaccessible({
   message: "No file you can see has this id. Query the record that holds it for a current download url."
 })
+
+/** What a file verb fails with: the engine's vocabulary, worded for HTTP by the route (`fileHttpStatusOf`). */
+export type FileError = FileRefused | Inaccessible | Unavailable
+
+/** The metric outcome of a refusal. */
+const outcomeOf = (error: FileError) => (error._tag === "FileRefused" ? fileHttpStatusOf(error).error : error._tag === "Inaccessible" ? "not_found" : "unavailable")
 
 const UploadHandle = Schema.Struct({
   /** The database it may be attached in. */
@@ -134,8 +127,7 @@ export const parseRange = (header: string | undefined, size: number): Range | un
 
 export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", {
   scoped: Effect.gen(function* () {
-    const { catalog, policy } = yield* Deployment
-    const databases = yield* Databases
+    const { catalog } = yield* Deployment
     const store = yield* ObjectStore
     const sealer = yield* Sealer
     const limits = yield* ObjectLimits
@@ -144,20 +136,8 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     const fault = (error: unknown) =>
       Effect.zipRight(
         Effect.zipRight(Metric.increment(storageFaults), Effect.logError("object storage failed", error)),
-        Effect.fail(new FileRefusal({ status: 503, error: "unavailable", message: "File storage is unavailable right now. Retry later." }))
+        Effect.fail(new Unavailable({ message: "File storage is unavailable right now. Retry later." }))
       )
-
-    const needScope = (principal: Principal, scope: string) =>
-      principal.scopes.includes(scope)
-        ? Effect.void
-        : Effect.fail(
-            new FileRefusal({
-              status: 403,
-              error: "insufficient_scope",
-              scope,
-              message: missingScope(scope)
-            })
-          )
 
     const acceptsType = (contentType: string) =>
       CONTENT_TYPE.test(contentType) &&
@@ -170,9 +150,8 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       const contentType = (rawType ?? "application/octet-stream").split(";")[0]!.trim().toLowerCase()
       if (!acceptsType(contentType)) {
         return Effect.fail(
-          new FileRefusal({
-            status: 415,
-            error: "invalid_request",
+          new FileRefused({
+            reason: "type",
             message: `Files of type "${contentType.slice(0, 100)}" are not accepted here. Accepted: ${limits.contentTypes.join(", ")}.`
           })
         )
@@ -180,29 +159,28 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       const name = rawName ?? "file"
       if (name.length === 0 || name.length > 255 || BAD_NAME.test(name)) {
         return Effect.fail(
-          new FileRefusal({ status: 400, error: "invalid_request", message: "The file name must be 1 to 255 characters, without control characters or slashes." })
+          new FileRefused({ reason: "name", message: "The file name must be 1 to 255 characters, without control characters or slashes." })
         )
       }
       return Effect.succeed({ contentType, name })
     }
 
-    const tooLarge = new FileRefusal({
-      status: 413,
-      error: "payload_too_large",
+    const tooLarge = new FileRefused({
+      reason: "size",
       limitBytes: limits.maxObjectBytes,
       message: `The file is larger than the limit of ${limits.maxObjectBytes} bytes.`
     })
     const refusalOf = (refusal: QuotaRefusal) =>
       refusal._tag === "OverQuota"
-        ? new FileRefusal({ status: 413, error: "payload_too_large", limitBytes: refusal.quotaBytes, message: overQuotaMessage(refusal.quotaBytes) })
-        : new FileRefusal({ status: 429, error: "too_many_uploads", message: tooManyUnfinishedMessage(refusal) })
+        ? new FileRefused({ reason: "quota", limitBytes: refusal.quotaBytes, message: overQuotaMessage(refusal.quotaBytes) })
+        : new FileRefused({ reason: "unfinished", message: tooManyUnfinishedMessage(refusal) })
 
     /**
      * Per database, its quota ledger: loaded from storage on first use after start (stored objects,
      * partial uploads left on disk), then kept as uploads come and go. One small value per database
      * that stored or uploaded files since start.
      */
-    const ledgers = new Map<string, Deferred.Deferred<FileQuota, FileRefusal>>()
+    const ledgers = new Map<string, Deferred.Deferred<FileQuota, Unavailable>>()
     const bounds = { quotaBytes: limits.quotaBytes, unfinishedPerPrincipal: limits.unfinishedPerPrincipal, unfinishedPerDatabase: limits.unfinishedPerDatabase }
     const loadLedger = (id: string) =>
       Effect.gen(function* () {
@@ -213,11 +191,11 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
         return quota
       }).pipe(Effect.catchAll(fault))
-    const ledgerOf = (id: string): Effect.Effect<FileQuota, FileRefusal> =>
+    const ledgerOf = (id: string): Effect.Effect<FileQuota, Unavailable> =>
       Effect.suspend(() => {
         const loading = ledgers.get(id)
         if (loading !== undefined) return Deferred.await(loading)
-        const deferred = Deferred.unsafeMake<FileQuota, FileRefusal>(FiberId.none)
+        const deferred = Deferred.unsafeMake<FileQuota, Unavailable>(FiberId.none)
         ledgers.set(id, deferred)
         return Effect.uninterruptible(
           Effect.flatMap(Effect.exit(loadLedger(id)), (exit) => {
@@ -275,12 +253,12 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             })
           ),
           Effect.onError(() => Effect.sync(() => quota.release(key))),
-          Effect.catchAll((error): Effect.Effect<never, FileRefusal> => {
+          Effect.catchAll((error): Effect.Effect<never, FileRefused | Unavailable> => {
             const tag = typeof error === "object" && error !== null && "_tag" in error ? error._tag : undefined
             if (tag === "TooLarge") return Effect.fail(tooLarge)
             if (tag === "OverQuota") return Effect.fail(refusalOf((error as OverQuota).refusal))
             if (tag === "ObjectStoreError") return fault(error)
-            return Effect.fail(new FileRefusal({ status: 400, error: "invalid_request", message: "The upload was cut off before its end." }))
+            return Effect.fail(new FileRefused({ reason: "incomplete", message: "The upload was cut off before its end." }))
           })
         )
         yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
@@ -353,20 +331,18 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         else quota.restore(uploadId, partial.size ?? partial.offset, partial.size === undefined)
       }).pipe(Effect.catchAll(fault), Effect.ignore)
 
-    const upload = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileRefusal> =>
-      Effect.scoped(Effect.gen(function* () {
-        yield* needScope(principal, writeScope)
-        // The database exists before any of its objects: collection reads references from its file.
-        const id = (yield* open(principal)).id
+    /** Stores an upload in database `id` (open for the call: collection reads references from its file) and answers its handle. */
+    const upload = (id: string, request: UploadRequest): Effect.Effect<Uploaded, FileError> =>
+      Effect.gen(function* () {
         const { blob, contentType, name } = yield* storeBytes(id, request)
         const now = yield* Clock.currentTimeMillis
         const expires = now + Duration.toMillis(limits.uploadTtl)
         const objectId = randomUUID()
         const handle = sealer.seal("upload", UploadHandle, { d: id, o: objectId, h: blob.sha256, n: blob.size, t: contentType, f: name, e: expires })
         return { handle, objectId, sha256: blob.sha256, size: blob.size, contentType, name, expiresAt: new Date(expires).toISOString() }
-      })).pipe(
+      }).pipe(
         Effect.tapBoth({
-          onFailure: (refusal) => Metric.increment(Metric.tagged(uploads, "outcome", refusal.error)),
+          onFailure: (refusal) => Metric.increment(Metric.tagged(uploads, "outcome", outcomeOf(refusal))),
           onSuccess: () => Metric.increment(Metric.tagged(uploads, "outcome", "ok"))
         }),
         Effect.withSpan("Objects.upload")
@@ -398,7 +374,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             }
             const stored = yield* storeBytes(database.id, { body: Stream.make(new Uint8Array(bytes)), contentType: inline.contentType, name: inline.name, declaredLength: bytes.length }).pipe(
               Effect.catchAll((refusal) =>
-                refusal.status === 503
+                refusal._tag === "Unavailable"
                   ? Effect.die(refusal)
                   : Effect.fail(new InvalidInput({ message: `input.${field}: ${refusal.message}`, issues: [{ path: `/input/${field}`, message: "is refused" }] }))
               )
@@ -436,14 +412,10 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         return Option.none<File.FileRef>()
       }).pipe(Effect.orDie)
 
-    const open = (principal: Principal) =>
-      Effect.catchAll(databases.activate(principal.databaseKey), (error) => fault(error))
-
-    const download = (principal: Principal, objectId: string, rangeHeader: string | undefined): Effect.Effect<Download, FileRefusal, import("effect/Scope").Scope> =>
+    /** The file `objectId` for a caller whose policy view is `view`, in their open `database`: its bytes, or the `Range` of them. */
+    const download = (view: View, database: Database, objectId: string, rangeHeader: string | undefined): Effect.Effect<Download, FileError> =>
       Effect.gen(function* () {
-        yield* needScope(principal, readScope)
-        const database = yield* open(principal)
-        const found = yield* visibleFile(policy.view(principal), database, objectId)
+        const found = yield* visibleFile(view, database, objectId)
         if (Option.isNone(found)) return yield* noSuchFile
         const file = found.value
         const blob: Option.Option<Blob> = yield* Effect.catchAll(store.stat(database.id, file.sha256), fault)
@@ -451,39 +423,42 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         if (Option.isNone(blob)) return yield* fault(new Error("a referenced object is missing"))
         const range = parseRange(rangeHeader, file.size)
         if (range === "unsatisfiable") {
-          return yield* new FileRefusal({ status: 416, error: "invalid_request", message: `The range is outside the file's ${file.size} bytes.` })
+          return yield* new FileRefused({ reason: "range", message: `The range is outside the file's ${file.size} bytes.` })
         }
         const body = yield* Effect.catchAll(store.read(database.id, file.sha256, range), fault)
         return { file, range, body }
       }).pipe(
         Effect.tapBoth({
-          onFailure: (refusal) => Metric.increment(Metric.tagged(downloads, "outcome", refusal.error)),
+          onFailure: (refusal) => Metric.increment(Metric.tagged(downloads, "outcome", outcomeOf(refusal))),
           onSuccess: () => Metric.increment(Metric.tagged(downloads, "outcome", "ok"))
         }),
         Effect.withSpan("Objects.download")
       )
 
-    /** A signed link to `objectId` for the caller, if they can see it now; using it re-checks the policy for them. */
-    const link = (principal: Principal, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, FileRefusal, import("effect/Scope").Scope> =>
+    /** A signed link (sealed: principal, object, expiry) to `objectId`; using it re-checks the policy for `principal`. */
+    const sealLink = (principal: Principal, objectId: string, now: number) => {
+      const expires = now + Duration.toMillis(limits.linkTtl)
+      const sealed = sealer.seal("file-link", SignedLink, {
+        s: principal.subject,
+        r: principal.roles,
+        c: principal.claims,
+        sc: principal.scopes,
+        k: principal.databaseKey,
+        o: objectId,
+        e: expires
+      })
+      return { url: `${File.downloadPath(objectId)}?link=${sealed}`, expiresAt: new Date(expires).toISOString() }
+    }
+
+    /** A signed link to `objectId` for the caller, if their view of `database` shows it now. */
+    const link = (principal: Principal, view: View, database: Database, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, Inaccessible> =>
       Effect.gen(function* () {
-        yield* needScope(principal, readScope)
-        const database = yield* open(principal)
-        if (Option.isNone(yield* visibleFile(policy.view(principal), database, objectId))) return yield* noSuchFile
-        const expires = (yield* Clock.currentTimeMillis) + Duration.toMillis(limits.linkTtl)
-        const sealed = sealer.seal("file-link", SignedLink, {
-          s: principal.subject,
-          r: principal.roles,
-          c: principal.claims,
-          sc: principal.scopes,
-          k: principal.databaseKey,
-          o: objectId,
-          e: expires
-        })
-        return { url: `${File.downloadPath(objectId)}?link=${sealed}`, expiresAt: new Date(expires).toISOString() }
+        if (Option.isNone(yield* visibleFile(view, database, objectId))) return yield* noSuchFile
+        return sealLink(principal, objectId, yield* Clock.currentTimeMillis)
       })
 
     /** The principal a signed link for `objectId` stands for, while it is valid. */
-    const linkPrincipal = (objectId: string, sealed: string): Effect.Effect<Principal, FileRefusal> =>
+    const linkPrincipal = (objectId: string, sealed: string): Effect.Effect<Principal, Inaccessible> =>
       Effect.gen(function* () {
         const opened = sealer.open("file-link", SignedLink, sealed)
         const now = yield* Clock.currentTimeMillis
@@ -552,11 +527,19 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     // The collector, on the operator's schedule.
     yield* Effect.forkScoped(Effect.schedule(collectAll, Schedule.spaced(limits.collectEvery)))
 
+    const resumable = makeResumable({
+      dataDir,
+      objects: { limits, upload, createResumable, grantResumable, settleResumable, enterUploadArea },
+      runtime: yield* Effect.runtime<never>()
+    })
+
     return {
       upload,
+      resumable,
       resolve,
       download,
       link,
+      sealLink,
       linkPrincipal,
       collect: collectAll,
       limits,
@@ -568,5 +551,5 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       quotaOf: (databaseId: string) => Effect.map(ledgerOf(databaseId), (q) => ({ stored: q.stored, reserved: q.reserved, unfinished: q.unfinished }))
     } as const
   }),
-  dependencies: [DatabasesLive, ObjectStoreLive, ObjectLimits.layerConfig]
+  dependencies: [ObjectStoreLive, ObjectLimits.layerConfig]
 }) {}

@@ -30,6 +30,38 @@ export class InternalFailure extends Data.TaggedError("InternalFailure")<{ reado
 
 export type Refusal = InsufficientScope | Overloaded | Unavailable | InternalFailure
 
+/**
+ * A file the operator's limits or the request's own shape refuse (files only): its type or name,
+ * its size or the database's quota, too many unfinished resumable uploads, a body cut off before
+ * its end, a range outside the file. The route words it in its protocol (`fileHttpStatusOf`).
+ */
+export class FileRefused extends Data.TaggedError("FileRefused")<{
+  readonly reason: "type" | "name" | "size" | "quota" | "unfinished" | "incomplete" | "range"
+  readonly message: string
+  /** `size` and `quota`: the limit that was reached. */
+  readonly limitBytes?: number
+}> {}
+
+/** How the HTTP layer answers a refused file: status and the front's error code. */
+export const fileHttpStatusOf = (
+  refused: FileRefused
+): { readonly status: 400 | 413 | 415 | 416 | 429; readonly error: "invalid_request" | "payload_too_large" | "too_many_uploads" } => {
+  switch (refused.reason) {
+    case "type":
+      return { status: 415, error: "invalid_request" }
+    case "name":
+    case "incomplete":
+      return { status: 400, error: "invalid_request" }
+    case "size":
+    case "quota":
+      return { status: 413, error: "payload_too_large" }
+    case "unfinished":
+      return { status: 429, error: "too_many_uploads" }
+    case "range":
+      return { status: 416, error: "invalid_request" }
+  }
+}
+
 /** Everything a `DataPlane` verb can answer besides its result. */
 export type EngineError = PublicError | Refusal
 

@@ -29,7 +29,25 @@ import * as NodeStream from "@effect/platform-node/NodeStream"
 import { Duration, Effect, Runtime } from "effect"
 import { isOwnedBy, ownedUploadId } from "./FileQuota.js"
 import { commonJs } from "./internal/commonJs.js"
-import { type FileRefusal, type Objects } from "./Objects.js"
+import { type FileError, type ResumableUpload, type UploadRequest, type Uploaded } from "./Objects.js"
+import { type ObjectLimitsShape } from "./ObjectLimits.js"
+import { fileHttpStatusOf } from "./Refusal.js"
+
+/** What the protocol needs of the file engine (`Objects`). */
+export interface ResumableEngine {
+  readonly limits: ObjectLimitsShape
+  readonly upload: (databaseId: string, request: UploadRequest) => Effect.Effect<Uploaded, FileError>
+  readonly createResumable: (databaseId: string, uploadId: string, subject: string, upload: ResumableUpload) => Effect.Effect<void, FileError>
+  readonly grantResumable: (databaseId: string, uploadId: string | null) => Effect.Effect<number, FileError>
+  readonly settleResumable: (databaseId: string, uploadId: string) => Effect.Effect<void>
+  readonly enterUploadArea: (databaseId: string) => { readonly directory: string; readonly leave: () => void }
+}
+
+/** A refusal as tus answers one: its status and plain words. */
+const tusRefusal = (error: FileError) => ({
+  status_code: error._tag === "FileRefused" ? fileHttpStatusOf(error).status : error._tag === "Inaccessible" ? 404 : 503,
+  body: `${error.message}\n`
+})
 
 export const resumablePath = "/db/objects/resumable"
 
@@ -69,15 +87,15 @@ const tusAnswer = (status: number, body: string) => new Response(body, { status,
 
 export const makeResumable = (options: {
   readonly dataDir: string
-  readonly objects: Objects
+  readonly objects: ResumableEngine
   readonly runtime: Runtime.Runtime<never>
 }): Resumable => {
   const { objects } = options
   const run = Runtime.runPromise(options.runtime)
   /** Runs an engine step; its refusal becomes the tus answer (plain text with its status, as tus answers). */
-  const step = async <A>(effect: Effect.Effect<A, FileRefusal>): Promise<A> => {
+  const step = async <A>(effect: Effect.Effect<A, FileError>): Promise<A> => {
     const result = await run(Effect.either(effect))
-    if (result._tag === "Left") throw { status_code: result.left.status, body: `${result.left.message}\n` }
+    if (result._tag === "Left") throw tusRefusal(result.left)
     return result.right
   }
   // One lock for every request on an upload, whichever request's server instance holds it.
@@ -123,7 +141,7 @@ export const makeResumable = (options: {
         const path = join(directory, upload.id)
         const stored = await run(
           Effect.either(
-            objects.upload(principal, {
+            objects.upload(databaseId, {
               // Opened only when the engine reads it (a refusal before never opens it); its errors are the upload's.
               body: NodeStream.fromReadable(() => createReadStream(path, { highWaterMark: 256 * 1024 }), (cause) => cause),
               contentType: decodeMetadata(upload.metadata?.["filetype"]),
@@ -135,7 +153,7 @@ export const makeResumable = (options: {
         )
         // Stored (or refused): the partial upload has served its purpose either way.
         await datastore.remove(upload.id).catch(() => undefined)
-        if (stored._tag === "Left") throw { status_code: stored.left.status, body: `${stored.left.message}\n` }
+        if (stored._tag === "Left") throw tusRefusal(stored.left)
         return { status_code: 200, headers: { "content-type": "application/json", "cache-control": "no-store" }, body: JSON.stringify(stored.right) }
       }
     })

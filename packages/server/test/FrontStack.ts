@@ -99,6 +99,11 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
     describe: (_principal, payload) => describe(view, payload as never).pipe(Effect.provideService(Sealer, sealer), Effect.provide(DescribeLimits.layer())),
     snapshot: () => Effect.dieMessage("the scripted plane does not sync"),
     changes: () => Stream.dieMessage("the scripted plane does not sync"),
+    upload: () => Effect.dieMessage("the scripted plane stores no files"),
+    download: () => Effect.dieMessage("the scripted plane stores no files"),
+    link: () => Effect.dieMessage("the scripted plane stores no files"),
+    resumable: () => Effect.dieMessage("the scripted plane stores no files"),
+    linkPrincipal: () => Effect.dieMessage("the scripted plane stores no files"),
     query: (principal, payload) => {
       const request = payload as QueryRequest
       if (request.query.from.name === "Nope") return Effect.fail(new InvalidQuery({ message: 'No entity named "Nope" is defined.' }))
