@@ -8,7 +8,7 @@ import type { View } from "@cairn/catalog/View"
 import { digest } from "@cairn/catalog/Digest"
 import { leafProblems } from "@cairn/catalog/ColumnValue"
 import { type Direction, type Filter, idOperators, type Path, type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
-import { Inaccessible, InvalidQuery, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { Inaccessible, InvalidQuery, isPublicError, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import { standIn } from "@cairn/domain/Redaction"
 import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
@@ -88,8 +88,7 @@ const invalid = (where: string, message: string) =>
 
 const budget = (limit: keyof QueryLimitsShape, message: string) => new QueryBudgetExceeded({ limit, message })
 
-const isError = (u: unknown): u is PublicError =>
-  u instanceof InvalidQuery || u instanceof Inaccessible || u instanceof QueryBudgetExceeded || u instanceof UnknownDefinition
+const isError = isPublicError
 
 
 const typeName = (field: FieldInfo): string =>
