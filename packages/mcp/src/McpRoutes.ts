@@ -36,12 +36,13 @@ import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Effect, Exit, Layer, Option, Predicate, Runtime, Schema } from "effect"
 import { callTool } from "./CallTool.js"
-import { answerText, directToolCall, plainToolCall, ProtocolError } from "./DirectToolCall.js"
+import { directToolCall, plainToolCall } from "./DirectToolCall.js"
 import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
 import { metadata } from "./ProtectedResource.js"
+import { answerText, ProtocolError } from "./ToolCallAnswer.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
