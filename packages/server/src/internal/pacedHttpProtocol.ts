@@ -206,9 +206,10 @@ export const make = <R = never>(options: PacingOptions<R>): Effect.Effect<PacedP
 
       // Fails with a refusal that came before any answer.
       const [initial, done] = yield* mailbox.takeAll
-      if (done) {
+      // Finished (then `done`), or refused after some answers were queued (the mailbox is already
+      // closed with the refusal, which still answers the whole exchange).
+      if (done || Option.isNone(mailbox.unsafeSize())) {
         release(flow, flow.held)
-        // A refusal that came after some answers were queued still answers the whole exchange.
         yield* mailbox.await
         return HttpServerResponse.uint8Array(concat(initial), { contentType: serialization.contentType })
       }
