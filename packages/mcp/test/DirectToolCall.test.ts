@@ -1,7 +1,7 @@
 // A tool call answered on the request's fiber against the SDK server it stands in for:
 // which requests it takes (exactly those the server would hand to its tools/call handler,
 // with the same arguments). Its answers' text is tested in ToolCallAnswer.test.ts.
-import { CallToolRequestSchema, RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
+import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { Effect } from "effect"
