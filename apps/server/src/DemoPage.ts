@@ -10,8 +10,9 @@ import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { demoClientId } from "@cairn/devauth/DevAuthServer"
 import { devIssuerUrl } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
+import { externalIssuer } from "@cairn/server/FallbackIssuer"
 import { Settings } from "@cairn/server/Settings"
-import { Config, Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option } from "effect"
 
 const web = (file: string) => fileURLToPath(new URL(`../web/${file}`, import.meta.url))
 
@@ -56,8 +57,8 @@ const bundle = Effect.tryPromise({
 export const DemoPage = Layer.unwrapEffect(
   Effect.gen(function* () {
     const settings = yield* Settings
-    const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
-    const issuer = Option.isSome(external) && external.value.trim() !== "" ? external.value.replace(/\/+$/, "") : yield* devIssuerUrl
+    const external = yield* externalIssuer
+    const issuer = Option.isSome(external) ? external.value.replace(/\/+$/, "") : yield* devIssuerUrl
     const headers = securityHeaders(issuer)
     const script = yield* Effect.cached(bundle)
     const html = readFileSync(web("index.html"), "utf8")

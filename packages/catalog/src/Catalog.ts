@@ -89,9 +89,12 @@ const ROOT_NAME = /^[a-z][a-z0-9_-]{0,63}$/
 const operatorsFor = (column: ColumnType, nullable: boolean, enumerated: boolean): ReadonlyArray<string> =>
   fieldOperators(column, { nullable, enumerated })
 
-/** JSON Schema for discovery, without the `$schema` header every one would repeat. */
+/**
+ * JSON Schema for discovery, in the dialect MCP uses (2020-12) so one schema serves every
+ * transport, without the `$schema` header every one would repeat.
+ */
 export const jsonSchemaOf = (schema: Schema.Schema<any, any>): JsonSchemaObject => {
-  const { $schema: _, ...rest } = JSONSchema.make(schema) as unknown as Record<string, unknown>
+  const { $schema: _, ...rest } = JSONSchema.make(schema, { target: "jsonSchema2020-12" }) as unknown as Record<string, unknown>
   return rest
 }
 

@@ -3,7 +3,9 @@
  * and whether a leaf of the filter language applies to a field: the one rule the
  * planner (query filters) and sync (scope filters) both judge leaves by.
  */
+import type { Issue } from "@cairn/domain/PublicError"
 import type { Comparison, IsNull, SetMembership } from "@cairn/domain/QueryDocument"
+import { standIn } from "@cairn/domain/Redaction"
 import type { ColumnType } from "./internal/storedType.js"
 
 /** A concrete scalar of the column's stored type (not checked against a literal set). */
@@ -54,4 +56,27 @@ export const leafProblems = (field: Comparable, leaf: Comparison | SetMembership
     if (!fits) problems.push({ _tag: "Value", index: list ? i : undefined, value })
   }
   return problems
+}
+
+/** What a field takes, in words: its literal set, or its stored type. */
+const takes = (field: Comparable): string =>
+  field.literals
+    ? `one of ${field.literals.map((l) => JSON.stringify(l)).join(", ")}`
+    : { text: "a string", integer: "an integer", real: "a number", boolean: "true or false" }[field.column]
+
+/**
+ * The public wording of one `leafProblems` problem of the leaf at `at` (a JSON pointer into
+ * the request): the issue's path and message, the same for a query's `where` and a sync
+ * scope's filter. The field is named by the leaf's own path, as the caller wrote it; a
+ * value is described, never echoed (a 64 Ki string would come back twice, 1e400 reads "null").
+ */
+export const leafIssue = (field: Comparable, leaf: Comparison | SetMembership | IsNull, problem: LeafProblem, at: string): Issue => {
+  const path = JSON.stringify(leaf.path)
+  if (problem._tag === "Operator") {
+    return { path: `${at}/op`, message: `"${leaf.op}" cannot be applied to ${path}; its operators are ${field.operators.join(", ")}.` }
+  }
+  const valueAt = problem.index === undefined ? `${at}/value` : `${at}/value/${problem.index}`
+  if (problem.value === null) return { path: valueAt, message: `null is not a value to compare with; use {"op": "isNull", "path": ${path}} instead.` }
+  if (leaf.op === "startsWith" || leaf.op === "contains") return { path: valueAt, message: `"${leaf.op}" takes a string.` }
+  return { path: valueAt, message: `${standIn(problem.value)} is not a valid value for ${path}, which takes ${takes(field)}.` }
 }

@@ -2,9 +2,10 @@
  * The `describe` engine: browse, search or inspect a principal's visible catalog.
  * Every transport (RPC, MCP) calls this one function.
  */
-import { Context, Effect, Layer, Option, Schema } from "effect"
+import { Config, Context, Effect, Layer, Option, Schema } from "effect"
 import { type Card, type Definition, type DescribeRequest, type DescribeResult } from "@cairn/domain/Describe"
 import { type DefinitionRef, refKey } from "@cairn/domain/References"
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { InvalidQuery, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import type { CompiledEntity, CompiledOperation, CompiledTrait } from "./Catalog.js"
 import { Sealer } from "./Sealer.js"
@@ -24,12 +25,28 @@ export const defaultDescribeLimits: DescribeLimitsShape = { defaultLimit: 25, ma
 export const discoveryLimit = "discoveryMaxLimit"
 
 /**
+ * The discovery budgets as settings: `CAIRN_DISCOVERY_MAX_LIMIT` (largest describe page
+ * and most references per inspect) and `CAIRN_DISCOVERY_DEFAULT_LIMIT`, defaulting to
+ * `defaultDescribeLimits`.
+ */
+export const describeLimitsConfig: Config.Config<DescribeLimitsShape> = Config.all({
+  defaultLimit: positiveInteger("CAIRN_DISCOVERY_DEFAULT_LIMIT").pipe(Config.withDefault(defaultDescribeLimits.defaultLimit)),
+  maxLimit: positiveInteger("CAIRN_DISCOVERY_MAX_LIMIT").pipe(Config.withDefault(defaultDescribeLimits.maxLimit))
+}).pipe(
+  Config.validate({
+    message: "CAIRN_DISCOVERY_DEFAULT_LIMIT must not exceed CAIRN_DISCOVERY_MAX_LIMIT",
+    validation: (l) => l.defaultLimit <= l.maxLimit
+  })
+)
+
+/**
  * The discovery limit: page sizes for browse and search, and references per inspect.
  * Required: a deployment that forgets it must not build with silent limits.
  */
 export class DescribeLimits extends Context.Tag("@cairn/catalog/DescribeLimits")<DescribeLimits, DescribeLimitsShape>() {
   static readonly layer = (limits: Partial<DescribeLimitsShape> = {}) =>
     Layer.succeed(DescribeLimits, { ...defaultDescribeLimits, ...limits })
+  static readonly layerConfig = Layer.effect(DescribeLimits, describeLimitsConfig)
 }
 
 /** What a describe cursor carries: the catalog token, the request's digest and the offset. */

@@ -10,8 +10,9 @@ import type { AddressInfo } from "node:net"
 import type { JWK } from "jose"
 import type { Client, KoaContextWithOIDC } from "oidc-provider"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Config, Context, Data, Effect, Layer, Option, Runtime } from "effect"
+import { Context, Data, Effect, Layer, Option, Runtime } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
+import { externalIssuer } from "@cairn/server/FallbackIssuer"
 import { Settings } from "@cairn/server/Settings"
 
 /** Refused to start: the development authorization server never runs in production. */
@@ -334,8 +335,7 @@ export const layer = Layer.scoped(
  */
 export const DevAuthServerLive = Layer.scopedDiscard(
   Effect.gen(function* () {
-    const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
-    if (Option.isSome(external) && external.value.trim() !== "") return
+    if (Option.isSome(yield* externalIssuer)) return
     const settings = yield* refuseProduction
     const dev = yield* devIssuer
     yield* make({

@@ -120,16 +120,8 @@ export type PublicError = typeof PublicError.Type
 
 export type PublicErrorCode = PublicError["code"]
 
-export const PublicErrorCodes: ReadonlyArray<PublicErrorCode> = [
-  "invalid_query",
-  "unknown_definition",
-  "invalid_input",
-  "inaccessible",
-  "catalog_changed",
-  "query_budget_exceeded",
-  "operation_rejected",
-  "invocation_conflict"
-]
+/** The eight codes, in the union's order: read from its members, never restated. */
+export const PublicErrorCodes: ReadonlyArray<PublicErrorCode> = PublicError.members.map((member) => member.prototype.code)
 
 /** The transport-neutral body of a public error: what MCP and HTTP callers see. */
 export interface PublicErrorBody {
@@ -141,15 +133,8 @@ export interface PublicErrorBody {
   readonly limit?: string
 }
 
-export const isPublicError = (u: unknown): u is PublicError =>
-  u instanceof InvalidQuery ||
-  u instanceof UnknownDefinition ||
-  u instanceof InvalidInput ||
-  u instanceof Inaccessible ||
-  u instanceof CatalogChanged ||
-  u instanceof QueryBudgetExceeded ||
-  u instanceof OperationRejected ||
-  u instanceof InvocationConflict
+/** Whether `u` is one of the eight public errors (the union's own guard). */
+export const isPublicError: (u: unknown) => u is PublicError = Schema.is(PublicError)
 
 export const toPublicBody = (error: PublicError): PublicErrorBody => {
   const body: { -readonly [K in keyof PublicErrorBody]: PublicErrorBody[K] } = {

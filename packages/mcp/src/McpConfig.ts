@@ -2,9 +2,9 @@
  * What the MCP endpoint needs beyond the server settings: the authorization servers it
  * advertises to clients (the issuers identity trusts) and the request body limit.
  */
-import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
+import { externalIssuer, FallbackIssuer } from "@cairn/server/FallbackIssuer"
 import { limitsConfig } from "@cairn/server/Limits"
-import { Config, Context, Effect, Layer } from "effect"
+import { Context, Effect, Layer, Option } from "effect"
 
 export interface McpConfigShape {
   /** Issuer URLs published as `authorization_servers` in the resource metadata. */
@@ -24,10 +24,9 @@ export class McpConfig extends Context.Tag("@cairn/mcp/McpConfig")<McpConfig, Mc
   static readonly layerConfig = Layer.effect(
     McpConfig,
     Effect.gen(function* () {
-      const external = yield* Config.option(Config.string("CAIRN_ISSUER"))
+      const external = yield* externalIssuer
       // The same rule identity uses to decide which issuer it trusts.
-      const issuer =
-        external._tag === "Some" && external.value.trim() !== "" ? external.value.trim() : yield* Effect.flatMap(FallbackIssuer, (f) => f.url)
+      const issuer = Option.isSome(external) ? external.value : yield* Effect.flatMap(FallbackIssuer, (f) => f.url)
       const limits = yield* limitsConfig
       return { authorizationServers: [issuer], maxBodyBytes: limits.maxBodyBytes }
     })

@@ -25,22 +25,24 @@ import {
 import type { jsonSchemaValidator } from "@modelcontextprotocol/sdk/validation/types.js"
 import type { AuthInfo } from "@modelcontextprotocol/sdk/server/auth/types.js"
 import type { Principal } from "@cairn/domain/Principal"
+import { readScope, writeScope } from "@cairn/domain/AccessScope"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { BearerGate } from "@cairn/server/BearerGate"
 import { DataPlane, type DataPlaneShape } from "@cairn/server/DataPlane"
-import { type Refusal } from "@cairn/server/Refusal"
+import { InsufficientScope, type Refusal, Unavailable } from "@cairn/server/Refusal"
 import { allowOf, routable } from "@cairn/server/MethodNotAllowed"
 import { bodyText, isTooLarge, tooLargeAnswer } from "@cairn/server/RequestBody"
 import { Settings } from "@cairn/server/Settings"
 import { HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Effect, Exit, Layer, Option, Runtime } from "effect"
+import { Cause, Effect, Exit, Layer, Option, Predicate, Runtime, Schema } from "effect"
 import { callTool } from "./CallTool.js"
-import { answerText, directToolCall, plainToolCall, ProtocolError } from "./DirectToolCall.js"
+import { directToolCall, plainToolCall } from "./DirectToolCall.js"
 import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
 import { metadata } from "./ProtectedResource.js"
+import { answerText, ProtocolError } from "./ToolCallAnswer.js"
 
 /** JSON-RPC error code of a retryable overload (a full writer queue); `data.retryAfterSeconds` says when. */
 export const overloadedErrorCode = -32005
@@ -62,15 +64,48 @@ const jsonRpcError = (status: number, message: string, headers: Record<string, s
     { status, headers: { "cache-control": "no-store", ...headers } }
   )
 
-interface Outcome {
-  /** Set when a tool call was refused in the HTTP layer (scope, unavailable database): the whole answer becomes it. */
-  refusal?: Refusal
-}
-
 /** A tool call refused in the HTTP layer. */
 class Refused {
-  constructor(readonly refusal: Refusal) {}
+  constructor(readonly refusal: InsufficientScope | Unavailable) {}
 }
+
+/**
+ * Where a refused call's JSON-RPC error carries its refusal (`error.data`): the route reads it
+ * from the SDK's answer and answers the whole request with it instead, so it is never sent.
+ */
+const refusalKey = "cairn.refusal"
+
+const RefusalData = Schema.Union(
+  Schema.TaggedStruct("InsufficientScope", { scope: Schema.Literal(readScope, writeScope), message: Schema.String }),
+  Schema.TaggedStruct("Unavailable", { message: Schema.String })
+)
+const decodeRefusalData = Schema.decodeUnknownOption(RefusalData)
+
+/** The JSON-RPC error the SDK server sends for a refused call (never sent on: see `refusalIn`). */
+const refusedError = (refusal: InsufficientScope | Unavailable) =>
+  new ProtocolError(ErrorCode.InvalidRequest, refusal.message, {
+    [refusalKey]: refusal._tag === "InsufficientScope" ? { _tag: refusal._tag, scope: refusal.scope, message: refusal.message } : { _tag: refusal._tag, message: refusal.message }
+  })
+
+/** The refusal an SDK answer (one JSON-RPC message, or a batch of them) carries in an error's data, if any. */
+const refusalIn = (answer: unknown): InsufficientScope | Unavailable | undefined => {
+  if (Array.isArray(answer)) {
+    for (const message of answer) {
+      const refusal = refusalIn(message)
+      if (refusal !== undefined) return refusal
+    }
+    return undefined
+  }
+  if (!Predicate.hasProperty(answer, "error") || !Predicate.hasProperty(answer.error, "data") || !Predicate.hasProperty(answer.error.data, refusalKey)) return undefined
+  return Option.match(decodeRefusalData(answer.error.data[refusalKey]), {
+    onNone: () => undefined,
+    onSome: (data) => (data._tag === "InsufficientScope" ? new InsufficientScope(data) : new Unavailable(data))
+  })
+}
+
+/** `refusalIn` for an answer's JSON text: parsed only when it may carry one. */
+const refusalInText = (text: string | undefined): InsufficientScope | Unavailable | undefined =>
+  text === undefined || !text.includes(refusalKey) ? undefined : refusalIn(parseJson(text)?.value)
 
 /**
  * A tool run's outcome in MCP's layers: a tool result, a JSON-RPC error (an overloaded
@@ -86,7 +121,8 @@ const toolAnswer = (exit: Exit.Exit<CallToolResult, Refusal>): CallToolResult | 
       return new ProtocolError(overloadedErrorCode, refusal.value.message, { retryAfterSeconds: refusal.value.retryAfterSeconds })
     case "InternalFailure":
       return new ProtocolError(ErrorCode.InternalError, refusal.value.message)
-    default:
+    case "InsufficientScope":
+    case "Unavailable":
       return new Refused(refusal.value)
   }
 }
@@ -95,7 +131,6 @@ const toolAnswer = (exit: Exit.Exit<CallToolResult, Refusal>): CallToolResult | 
 interface Call {
   readonly principal: Principal
   readonly runtime: Runtime.Runtime<never>
-  readonly outcome: Outcome
 }
 
 const callKey = "cairn.call"
@@ -119,13 +154,11 @@ const makeServer = (plane: DataPlaneShape): Server => {
     if (!isToolName(name)) {
       throw new ProtocolError(ErrorCode.InvalidParams, `Unknown tool "${name}". This server has exactly three tools: describe, query, mutate.`)
     }
-    const { outcome, principal, runtime } = callOf(extra)
+    const { principal, runtime } = callOf(extra)
     const answer = toolAnswer(await Runtime.runPromiseExit(runtime)(callTool(plane, principal, name, request.params.arguments)))
     if (answer instanceof ProtocolError) throw answer
-    if (answer instanceof Refused) {
-      outcome.refusal = answer.refusal
-      throw new ProtocolError(ErrorCode.InvalidRequest, answer.refusal.message)
-    }
+    // The refusal travels in the answer, for the route to answer the whole request with it.
+    if (answer instanceof Refused) throw refusedError(answer.refusal)
     return answer
   })
   return server
@@ -263,12 +296,12 @@ export const McpRoutes = HttpLayerRouter.use(
       }
 
       const runtime = yield* Effect.runtime<never>()
-      const outcome: Outcome = {}
-      const call: Call = { principal, runtime, outcome }
+      const call: Call = { principal, runtime }
       const authInfo: AuthInfo = { token: "", clientId: principal.subject, scopes: [...principal.scopes], extra: { [callKey]: call } }
       if (direct !== undefined) {
         const message = yield* Effect.promise(() => exchange(direct, { authInfo, requestInfo: { headers: request.headers } }))
-        if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
+        const refusal = refusalIn(message)
+        if (refusal !== undefined) return yield* gate.refuse("mcp", principal, refusal)
         return jsonAnswer(JSON.stringify(message))
       }
 
@@ -300,7 +333,8 @@ export const McpRoutes = HttpLayerRouter.use(
           else await server.close()
         }
       })
-      if (outcome.refusal !== undefined) return yield* gate.refuse("mcp", principal, outcome.refusal)
+      const refusal = refusalInText(response.text)
+      if (refusal !== undefined) return yield* gate.refuse("mcp", principal, refusal)
       return toResponse(response.answer, response.text)
     })
 

@@ -1,38 +1,16 @@
 // A tool call answered on the request's fiber against the SDK server it stands in for:
 // which requests it takes (exactly those the server would hand to its tools/call handler,
-// with the same arguments), and that every outcome (a result `success` made, a public
-// error result, a thrown protocol error, a result the SDK refuses) is answered with exactly
-// the body the server sends; a successful result's value is serialized once.
-import { Server } from "@modelcontextprotocol/sdk/server/index.js"
-import { CallToolRequestSchema, type CallToolResult, ErrorCode, RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
+// with the same arguments). Its answers' text is tested in ToolCallAnswer.test.ts.
+import { RELATED_TASK_META_KEY } from "@modelcontextprotocol/sdk/types.js"
 import { assert, describe, it } from "@effect/vitest"
 import fc from "fast-check"
 import { Effect } from "effect"
-import { failure, success } from "@cairn/mcp/CallTool"
-import { answerText, directToolCall, plainToolCall, ProtocolError } from "@cairn/mcp/DirectToolCall"
-import { DirectTransport, directRequest } from "@cairn/mcp/DirectTransport"
-import { InvalidQuery } from "@cairn/domain/PublicError"
+import { success } from "@cairn/mcp/CallTool"
+import { directToolCall, plainToolCall } from "@cairn/mcp/DirectToolCall"
+import { directRequest } from "@cairn/mcp/DirectTransport"
+import { headers, viaSdk } from "./support/viaSdk.js"
 
-const headers = { accept: "application/json, text/event-stream", "content-type": "application/json" }
 const call = (params: unknown, id: string | number = 7) => ({ jsonrpc: "2.0", id, method: "tools/call", params })
-
-/** A pooled SDK server's response text to `message`, its handler answering with `answer`; and what the handler saw. */
-const viaSdk = async (message: unknown, answer: CallToolResult | ProtocolError) => {
-  const seen: Array<unknown> = []
-  const server = new Server({ name: "t", version: "1" }, { capabilities: { tools: {} } })
-  server.setRequestHandler(CallToolRequestSchema, (request) => {
-    seen.push({ name: request.params.name, arguments: request.params.arguments })
-    if (answer instanceof ProtocolError) throw answer
-    return answer
-  })
-  const transport = new DirectTransport()
-  await transport.connectTo(server)
-  const response = await transport.exchange(directRequest(headers, message)!, {})
-  await server.close()
-  return { text: JSON.stringify(response), seen }
-}
-
-const plain = { rows: [{ id: "a", title: 'quote " backslash \\ newline \n unicode é \u2028' }], cursor: null }
 
 describe("directToolCall", () => {
   it.effect("takes exactly the calls the SDK server hands to its handler, with the arguments it hands over", () =>
@@ -129,49 +107,5 @@ describe("plainToolCall", () => {
     )
     // About a tenth of the messages are plain calls (the property is not vacuous).
     assert.isAbove(taken, 100)
-  })
-})
-
-describe("answerText", () => {
-  it.effect("writes every outcome exactly as the SDK server sends it", () =>
-    Effect.promise(async () => {
-      const nullProto = Object.assign(Object.create(null) as object, { a: 1 })
-      const hidden = Object.defineProperty({ shown: 1 }, "hidden", { value: 2, enumerable: false })
-      const withToJson = { toJSON: () => ({ other: true }), n: 1 }
-      class Page {
-        constructor(readonly rows: Array<number>) {}
-      }
-      const answers: Array<CallToolResult | ProtocolError> = [
-        success(plain),
-        success({ items: [], pageInfo: { hasNextPage: false } }),
-        success({}),
-        success(nullProto),
-        success(hidden),
-        success(withToJson),
-        success(new Page([1])),
-        success(JSON.parse('{"__proto__": {"x": 1}, "y": 2}') as object),
-        failure(new InvalidQuery({ message: "bad", issues: [] })),
-        { content: "not a list" } as never,
-        { content: [{ type: "text", text: "made elsewhere" }], structuredContent: { a: 1 } },
-        new ProtocolError(ErrorCode.InternalError, "boom"),
-        new ProtocolError(-32005, "Overloaded. Retry.", { retryAfterSeconds: 1 })
-      ]
-      for (const answer of answers) {
-        for (const id of [7, "x-1"]) {
-          const message = call({ name: "query", arguments: {} }, id)
-          const sdk = await viaSdk(message, answer)
-          assert.strictEqual(answerText(id, answer), sdk.text, sdk.text)
-        }
-      }
-    })
-  )
-
-  it("serializes a successful result's value once", () => {
-    let serialized = 0
-    // Counts how often the value is serialized.
-    const counted = { toJSON: () => (serialized++, { n: 1 }) }
-    const text = answerText(1, success({ ...plain, counted }))
-    assert.strictEqual(serialized, 1)
-    assert.deepStrictEqual(JSON.parse(text).result.structuredContent, { ...plain, counted: { n: 1 } })
   })
 })

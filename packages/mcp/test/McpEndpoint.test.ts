@@ -169,6 +169,30 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint"
     })
   )
 
+  it.effect("a refused call gets the same 403 on every way through the endpoint (own fiber, pooled lane, SDK transport)", () =>
+    Effect.gen(function* () {
+      const { mcpUrl, token } = yield* StackTag
+      const readOnly = { authorization: `Bearer ${yield* token({ sub: "alice", org: "acme" }, { scope: "cairn:read" })}`, ...v }
+      const mutate = call("mutate", {
+        operation: { kind: "operation", owner: { kind: "entity", name: "Project" }, name: "create" },
+        input: { name: "x" },
+        invocationId: "01890a5d-ac96-774b-bcce-b302099a8058"
+      })
+      const plain = yield* post(mcpUrl, mutate, readOnly)
+      // `_meta` makes the call one the plain recognizer leaves to the SDK's schemas: a pooled server answers it.
+      const pooled = yield* post(mcpUrl, { ...mutate, params: { ...mutate.params, _meta: { progressToken: 1 } } }, readOnly)
+      // A batch goes through the SDK's own transport.
+      const batched = yield* post(mcpUrl, [mutate], readOnly)
+      assert.strictEqual(plain.status, 403)
+      for (const answer of [pooled, batched]) {
+        assert.strictEqual(answer.status, plain.status)
+        assert.strictEqual(answer.headers.get("www-authenticate"), plain.headers.get("www-authenticate"))
+        assert.deepStrictEqual({ ...answer.json, requestId: undefined }, { ...plain.json, requestId: undefined })
+        assert.notInclude(JSON.stringify(answer.json), "cairn.refusal")
+      }
+    })
+  )
+
   it.effect("public errors are tool results with {code, message, recovery}; protocol errors stay JSON-RPC errors", () =>
     Effect.gen(function* () {
       const { mcpUrl, token } = yield* StackTag

@@ -3,6 +3,7 @@
  * multi-tenant deployment. Defaults are deliberately small; raise one only on measured
  * workload evidence, through `layerConfig` (`CAIRN_QUERY_*` settings).
  */
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Context, Layer } from "effect"
 
 export interface QueryLimitsShape {
@@ -42,11 +43,7 @@ export const defaultQueryLimits: QueryLimitsShape = {
 /** The highest `maxFilterNodes` an operator may set: the deepest recursion a filter may cause. */
 export const maxFilterNodesCeiling = 1000
 
-const setting = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 })
-  )
+const setting = (name: string, fallback: number) => positiveInteger(name).pipe(Config.withDefault(fallback))
 
 export const queryLimitsConfig: Config.Config<QueryLimitsShape> = Config.all({
   defaultPageSize: setting("CAIRN_QUERY_DEFAULT_PAGE_SIZE", defaultQueryLimits.defaultPageSize),

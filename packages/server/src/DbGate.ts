@@ -1,9 +1,9 @@
 /**
  * The gate in front of every route under `/db`: the bearer gate for the `db` resource,
  * then the body read under the size limit before the RPC layer (which would otherwise
- * turn an oversized body into a defect). RPC handlers hand engine refusals back to it
- * (`refuse`), and it answers them for the whole HTTP request: 403 for a missing scope,
- * 503 for an overloaded writer or an unavailable database.
+ * turn an oversized body into a defect). An RPC handler fails with an engine refusal
+ * (`answerRpc`), the route fails the exchange with it, and the gate answers it for the whole
+ * HTTP request: 403 for a missing scope, 503 for an overloaded writer or an unavailable database.
  */
 import { HttpIncomingMessage, HttpLayerRouter, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Authentication } from "@cairn/domain/Authentication"
@@ -18,11 +18,8 @@ import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
 import { Limits } from "./Limits.js"
 import { bodyText, isTooLarge } from "./RequestBody.js"
-import { type EngineError, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
+import { type EngineError, type InternalFailure, isRefusal, type Refusal, scrubDefects } from "./Refusal.js"
 import { type Framing, ParsedEnvelope, readEnvelope } from "./RpcEnvelope.js"
-
-/** Per-request state a handler hands back to the gate (RPC responses themselves are always 200). */
-export class Exchange extends Context.Tag("@cairn/server/DbGate/Exchange")<Exchange, { refusal: Refusal | undefined }>() {}
 
 /**
  * The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route
@@ -57,14 +54,15 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
             const envelope = framing === undefined ? undefined : readEnvelope(body.right, framing)
             if (envelope?.problem !== undefined) return frontError(400, { error: "invalid_request", message: envelope.problem, requestId })
 
-            const exchange: Exchange["Type"] = { refusal: undefined }
             // The messages the envelope check parsed go to the RPC layer, which then does not parse the body again.
-            const services: Context.Context<CurrentPrincipal | Exchange> =
+            const services: Context.Context<CurrentPrincipal> =
               envelope === undefined
-                ? Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange))
-                : Context.make(CurrentPrincipal, principal).pipe(Context.add(Exchange, exchange), Context.add(ParsedEnvelope, envelope.messages))
-            const response = yield* Effect.provide(httpEffect, transport === undefined ? services : Context.add(services, CurrentTransport, transport))
-            return exchange.refusal === undefined ? response : yield* gate.refuse("db", principal, exchange.refusal)
+                ? Context.make(CurrentPrincipal, principal)
+                : Context.make(CurrentPrincipal, principal).pipe(Context.add(ParsedEnvelope, envelope.messages))
+            // A route whose handler was refused fails with the refusal (RPC answers themselves are always 200).
+            return yield* Effect.provide(httpEffect, transport === undefined ? services : Context.add(services, CurrentTransport, transport)).pipe(
+              Effect.catchAll((error) => (isRefusal(error) ? gate.refuse("db", principal, error) : Effect.fail(error)))
+            )
           })
         return Effect.gen(function* () {
           const request = yield* HttpServerRequest.HttpServerRequest
@@ -78,36 +76,26 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
   )
 
 /**
- * One RPC's engine answer as the RPC layer sends it: public errors as typed failures,
- * a defect as a generic defect naming the request id, and the other refusals handed to
- * the gate (the RPC answer itself is then discarded). Outcomes are counted by tag.
+ * One RPC's engine answer as the RPC layer sends it: public errors as typed failures, a
+ * defect as a generic defect naming the request id, and the other refusals as failures the
+ * route reads from the exit and answers for the whole request (`ServedError`: never sent as
+ * the RPC's answer). Outcomes are counted by tag.
  */
 export const answerRpc =
   (rpc: string) =>
-  <A, R>(effect: Effect.Effect<A, EngineError, R>): Effect.Effect<A, PublicError, R> =>
+  <A, R>(effect: Effect.Effect<A, EngineError, R>): Effect.Effect<A, PublicError | Exclude<Refusal, InternalFailure>, R> =>
     effect.pipe(
       scrubDefects(rpc),
       Effect.tap(() => FrontMetrics.recordRpc(rpc, "ok")),
-      Effect.catchAll((error) =>
+      Effect.catchAll((error): Effect.Effect<never, PublicError | Exclude<Refusal, InternalFailure>> =>
         isRefusal(error)
-          ? Effect.zipRight(FrontMetrics.recordRpc(rpc, error._tag === "InternalFailure" ? "defect" : error._tag), handOff(error))
+          ? Effect.zipRight(
+              FrontMetrics.recordRpc(rpc, error._tag === "InternalFailure" ? "defect" : error._tag),
+              error._tag === "InternalFailure" ? Effect.die(error.message) : Effect.fail(error)
+            )
           : Effect.zipRight(FrontMetrics.recordRpc(rpc, error.code), Effect.fail(error))
       )
     )
-
-const handOff = (refusal: Refusal): Effect.Effect<never> =>
-  refusal._tag === "InternalFailure"
-    ? Effect.die(refusal.message)
-    : Effect.flatMap(
-        Effect.serviceOption(Exchange),
-        Option.match({
-          onNone: () => Effect.dieMessage("an engine refusal outside the /db gate"),
-          onSome: (exchange) => {
-            exchange.refusal = refusal
-            return Effect.interrupt
-          }
-        })
-      )
 
 /** Hands the gate's principal to the handlers; without one (a route mounted without its gate) nothing runs. */
 export const DbAuthentication = Layer.succeed(

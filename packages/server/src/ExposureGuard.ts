@@ -4,15 +4,15 @@
  * external OAuth issuer and explicit query and discovery budgets (the operator's own
  * values, not defaults). The message lists exactly what is missing and how to set it.
  */
-import { DescribeLimits } from "@cairn/catalog/Describe"
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Data, Effect, Layer, Option } from "effect"
+import { externalIssuer, issuerSetting } from "./FallbackIssuer.js"
 import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"
 
 export class ExposureRefused extends Data.TaggedError("ExposureRefused")<{ readonly message: string }> {}
 
 /** The external issuer identity trusts instead of the development one. */
-export const issuerSetting = "CAIRN_ISSUER"
 
 /** Budgets a public deployment must set explicitly: the query planner's page and work limits. */
 export const queryBudgetSettings = ["CAIRN_QUERY_MAX_PAGE_SIZE", "CAIRN_QUERY_MAX_ROWS_EXAMINED"] as const
@@ -24,8 +24,6 @@ export const discoveryBudgetSettings = ["CAIRN_DISCOVERY_MAX_LIMIT"] as const
 export const isPublic = (settings: { readonly host: string; readonly baseUrl: string }): boolean =>
   !isLoopbackHost(settings.host) || !isLoopbackHost(new URL(settings.baseUrl).hostname)
 
-const positiveInteger = (name: string) =>
-  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }))
 
 /** What is wrong with one explicit budget setting, or `undefined` when it is set and valid. */
 const budgetProblem = (name: string) =>
@@ -41,8 +39,7 @@ export const exposureGuard = Effect.gen(function* () {
   const settings = yield* Settings
   if (!isPublic(settings)) return
   const missing: Array<string> = []
-  const issuer = yield* Config.option(Config.string(issuerSetting))
-  if (Option.isNone(issuer) || issuer.value.trim() === "") {
+  if (Option.isNone(yield* externalIssuer)) {
     missing.push(`an external OAuth issuer (set ${issuerSetting} and its keys; the development authorization server is for loopback only)`)
   }
   const groups = [
@@ -67,21 +64,3 @@ export const exposureGuard = Effect.gen(function* () {
 
 /** Runs the guard while the application starts. */
 export const ExposureGuardLive = Layer.effectDiscard(exposureGuard)
-
-/**
- * The discovery budgets as settings: `CAIRN_DISCOVERY_MAX_LIMIT` (largest describe page
- * and most references per inspect, default 100) and `CAIRN_DISCOVERY_DEFAULT_LIMIT`
- * (default 25), applied to the describe engine.
- */
-export const discoveryLimitsConfig = Config.all({
-  defaultLimit: positiveInteger("CAIRN_DISCOVERY_DEFAULT_LIMIT").pipe(Config.withDefault(25)),
-  maxLimit: positiveInteger("CAIRN_DISCOVERY_MAX_LIMIT").pipe(Config.withDefault(100))
-}).pipe(
-  Config.validate({
-    message: "CAIRN_DISCOVERY_DEFAULT_LIMIT must not exceed CAIRN_DISCOVERY_MAX_LIMIT",
-    validation: (l) => l.defaultLimit <= l.maxLimit
-  })
-)
-
-/** Provides `DescribeLimits` from `discoveryLimitsConfig`. */
-export const DiscoveryLimitsLive = Layer.effect(DescribeLimits, discoveryLimitsConfig)

@@ -4,8 +4,21 @@
  * `FallbackIssuer.none` (no external issuer, no start), a development build the development
  * issuer of `@cairn/devauth`, whose key and authorization server never ship in this package.
  */
-import { Context, Effect, Layer } from "effect"
+import { Config, Context, Effect, Layer, Option } from "effect"
 import type { IdentityConfigError, TrustedIssuer } from "./IdentityLive.js"
+
+/** The setting naming the operator's external issuer. */
+export const issuerSetting = "CAIRN_ISSUER"
+
+/**
+ * The external issuer the operator configured (`CAIRN_ISSUER`, trimmed), or none when it is
+ * unset or blank: then the `FallbackIssuer` decides. Every reader (identity, the exposure
+ * guard, MCP discovery, the development authorization server, the demo page) reads it
+ * through this value, so they cannot disagree on whether one is configured.
+ */
+export const externalIssuer: Config.Config<Option.Option<string>> = Config.option(Config.string(issuerSetting)).pipe(
+  Config.map(Option.flatMap((raw) => Option.liftPredicate(raw.trim(), (issuer) => issuer !== "")))
+)
 
 export interface FallbackIssuerShape {
   /** The issuer to trust instead, or why there is none (the server then does not start). */

@@ -11,7 +11,7 @@ import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { Principal } from "@cairn/domain/Principal"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { type DatabaseDeployment, databaseKeyOf, defaultSelectorClaim, Deployment } from "./Deployment.js"
-import { FallbackIssuer } from "./FallbackIssuer.js"
+import { externalIssuer, FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
 import { isLoopbackHost } from "./Loopback.js"
 import { Settings } from "./Settings.js"
@@ -335,7 +335,7 @@ const parseJwks = (text: string): ReadonlyArray<JWK> | undefined => {
 export const identityConfig = Effect.gen(function* () {
   const settings = yield* Settings
   const deployment = yield* Deployment
-  const issuer = yield* Config.option(Config.string("CAIRN_ISSUER"))
+  const issuer = yield* externalIssuer
   const algorithms = yield* Config.option(Config.string("CAIRN_TOKEN_ALGORITHMS"))
   const tokenTypes = yield* Config.option(Config.string("CAIRN_TOKEN_TYPES")).pipe(
     Config.map(Option.map((t) => t.split(/[\s,]+/).filter((s) => s !== "")))
@@ -350,7 +350,7 @@ export const identityConfig = Effect.gen(function* () {
     selectorClaim: deployment.selectorClaim,
     rolesClaim
   }
-  if (Option.isNone(issuer) || issuer.value.trim() === "") {
+  if (Option.isNone(issuer)) {
     const fallback = yield* FallbackIssuer
     return { ...base, issuers: [{ ...(yield* fallback.trusted), ...typed }] } satisfies IdentityConfig
   }
@@ -374,7 +374,7 @@ export const identityConfig = Effect.gen(function* () {
   const algorithmList = Option.map(algorithms, (a) => a.split(/[\s,]+/).filter((s) => s !== ""))
   return {
     ...base,
-    issuers: [{ issuer: issuer.value.trim(), keys, ...(Option.isSome(algorithmList) ? { algorithms: algorithmList.value } : {}), ...typed }]
+    issuers: [{ issuer: issuer.value, keys, ...(Option.isSome(algorithmList) ? { algorithms: algorithmList.value } : {}), ...typed }]
   } satisfies IdentityConfig
 })
 

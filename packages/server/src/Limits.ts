@@ -3,6 +3,7 @@
  * may take, and how far a streamed sync answer may run ahead of its reader. All are
  * operator settings with defaults that protect a multi-tenant deployment.
  */
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Context, Layer } from "effect"
 
 export interface LimitsShape {
@@ -29,11 +30,7 @@ export const defaultLimits: LimitsShape = {
   syncStreamStallMs: 30_000
 }
 
-const positive = (name: string, fallback: number, unit: string) =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 })
-  )
+const positive = (name: string, fallback: number, unit: string) => positiveInteger(name, unit).pipe(Config.withDefault(fallback))
 
 export const limitsConfig: Config.Config<LimitsShape> = Config.all({
   maxBodyBytes: positive("CAIRN_MAX_BODY_BYTES", defaultLimits.maxBodyBytes, "bytes"),

@@ -3,6 +3,7 @@
  * hold, the content types accepted, and how long upload handles, signed links and
  * unreferenced objects live. Defaults protect a multi-tenant deployment.
  */
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Context, Duration, Layer } from "effect"
 
 export interface ObjectLimitsShape {
@@ -43,11 +44,7 @@ export const defaultObjectLimits: ObjectLimitsShape = {
   unfinishedPerDatabase: 64
 }
 
-const positive = (name: string, fallback: number, unit = "bytes") =>
-  Config.integer(name).pipe(
-    Config.withDefault(fallback),
-    Config.validate({ message: `${name} must be a positive number of ${unit}`, validation: (n) => n > 0 })
-  )
+const positive = (name: string, fallback: number, unit = "bytes") => positiveInteger(name, unit).pipe(Config.withDefault(fallback))
 
 export const objectLimitsConfig: Config.Config<ObjectLimitsShape> = Config.all({
   maxObjectBytes: positive("CAIRN_OBJECT_MAX_BYTES", defaultObjectLimits.maxObjectBytes),

@@ -8,8 +8,8 @@
 import { type AccessScope } from "@cairn/domain/AccessScope"
 import { InternalError } from "@cairn/domain/InternalError"
 import { type Overloaded } from "@cairn/domain/Overloaded"
-import { type PublicError } from "@cairn/domain/PublicError"
-import { Cause, Data, Effect, Option } from "effect"
+import { PublicError } from "@cairn/domain/PublicError"
+import { Cause, Data, Effect, Option, Predicate, Schema } from "effect"
 import { Correlation } from "./Correlation.js"
 
 /** What a caller whose token lacks `scope` is told, on every way in (data plane, files, resumable uploads). */
@@ -65,8 +65,32 @@ export const fileHttpStatusOf = (
 /** Everything a `DataPlane` verb can answer besides its result. */
 export type EngineError = PublicError | Refusal
 
-export const isRefusal = (error: EngineError): error is Refusal =>
-  error._tag === "InsufficientScope" || error._tag === "Overloaded" || error._tag === "Unavailable" || error._tag === "InternalFailure"
+/** Whether `u` is a refusal, by its tag (a second copy of this package makes its classes differ). */
+export const isRefusal = (u: unknown): u is Refusal =>
+  Predicate.isTagged(u, "InsufficientScope") || Predicate.isTagged(u, "Overloaded") || Predicate.isTagged(u, "Unavailable") || Predicate.isTagged(u, "InternalFailure")
+
+/**
+ * The error channel of an RPC as a route serves it: its public errors, which are the RPC's
+ * answer, and the refusals, which the route answers for the whole HTTP request instead (see
+ * `DbGate`). A refusal is declared, not encoded: it reaches the route as the value it is, in
+ * the handler's exit, and is never sent as an RPC answer.
+ */
+export const ServedError = Schema.Union(PublicError, Schema.declare(isRefusal, { identifier: "Refusal" }))
+
+/** The refusal a handler's exit carries, if it failed with one (in its encoded form, where the refusal stays as it is). */
+export const refusalOfCause = (cause: unknown): Refusal | undefined => {
+  if (!Predicate.hasProperty(cause, "_tag")) return undefined
+  switch (cause._tag) {
+    case "Fail":
+      return Predicate.hasProperty(cause, "error") && isRefusal(cause.error) ? cause.error : undefined
+    case "Sequential":
+    case "Parallel":
+      return (Predicate.hasProperty(cause, "left") ? refusalOfCause(cause.left) : undefined) ??
+        (Predicate.hasProperty(cause, "right") ? refusalOfCause(cause.right) : undefined)
+    default:
+      return undefined
+  }
+}
 
 /** How the HTTP layer answers a refusal: status, the front's error code, extra headers. */
 export const httpStatusOf = (refusal: Refusal): { readonly status: number; readonly error: "insufficient_scope" | "overloaded" | "unavailable" | "internal_error" } => {

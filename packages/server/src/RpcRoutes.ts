@@ -1,8 +1,8 @@
 /**
  * `POST /db/rpc`: the typed data plane (`DataRpcs`) over @effect/rpc with JSON
  * serialization, behind the `/db` gate. Each handler hands the raw payload and the
- * verified principal to the `DataPlane` and maps its answer (`answerRpc`); nothing here
- * decodes, authorizes or limits.
+ * verified principal to the `DataPlane` and maps its answer (`answerRpc`); a refusal in
+ * its exit fails the exchange, for the gate to answer. Nothing here decodes, authorizes or limits.
  */
 import { HttpLayerRouter } from "@effect/platform"
 import { Rpc, RpcGroup, RpcSerialization } from "@effect/rpc"
@@ -11,7 +11,6 @@ import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
 import { dataRpcPath } from "@cairn/domain/DataRpcPath"
 import { DataRpcsWire } from "@cairn/domain/DataRpcs"
 import { Effect, Layer, Option, Schema } from "effect"
-import { PublicError } from "@cairn/domain/PublicError"
 import { type QueryResult } from "@cairn/domain/Query"
 import { DescribeResult } from "@cairn/domain/Describe"
 import { Receipt } from "@cairn/domain/Receipt"
@@ -19,6 +18,7 @@ import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
 import * as RpcExchange from "./internal/rpcExchange.js"
 import { OperatorSettings } from "./OperatorSettings.js"
+import { type Refusal, refusalOfCause, ServedError } from "./Refusal.js"
 
 export const rpcPath = dataRpcPath
 
@@ -33,15 +33,15 @@ const SentQueryResult = Schema.declare((u: unknown): u is QueryResult => typeof 
 
 /** The wire group as served: `DataRpcsWire`, with a query's page sent as built. */
 class ServedWire extends RpcGroup.make(
-  Rpc.make("Describe", { payload: Schema.Unknown, success: DescribeResult, error: PublicError }),
-  Rpc.make("Query", { payload: Schema.Unknown, success: SentQueryResult, error: PublicError }),
-  Rpc.make("Mutate", { payload: Schema.Unknown, success: Receipt, error: PublicError })
+  Rpc.make("Describe", { payload: Schema.Unknown, success: DescribeResult, error: ServedError }),
+  Rpc.make("Query", { payload: Schema.Unknown, success: SentQueryResult, error: ServedError }),
+  Rpc.make("Mutate", { payload: Schema.Unknown, success: Receipt, error: ServedError })
 ) {}
 
-/** Compile-time guard: what is served answers exactly what clients of `DataRpcsWire` decode. */
+/** Compile-time guard: what is served answers exactly what clients of `DataRpcsWire` decode (refusals are never sent). */
 type Served = RpcGroup.Rpcs<typeof ServedWire>
 type Wire = RpcGroup.Rpcs<typeof DataRpcsWire>
-type Sent<R> = R extends Rpc.Rpc<infer Tag, infer _P, infer S, infer E, infer _M> ? [Tag, S["Type"], S["Encoded"], E["Type"]] : never
+type Sent<R> = R extends Rpc.Rpc<infer Tag, infer _P, infer S, infer E, infer _M> ? [Tag, S["Type"], S["Encoded"], Exclude<E["Type"], Refusal>] : never
 export const servedMatchesWire: [Sent<Served>] extends [Sent<Wire>] ? ([Sent<Wire>] extends [Sent<Served>] ? true : never) : never = true
 
 /** The served group, behind the gate: every RPC receives the principal the gate verified. */
@@ -65,6 +65,6 @@ export const RpcRoutes = Layer.effectDiscard(
     const operator = yield* Effect.serviceOption(OperatorSettings)
     // Without a trace exporter nobody reads the per-RPC span (`http.front` and `DataPlane.*` still run).
     const tracing = !(Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint))
-    yield* router.add("POST", rpcPath, yield* RpcExchange.make(ServedRpcs, { tracing }))
+    yield* router.add("POST", rpcPath, yield* RpcExchange.make(ServedRpcs, { tracing, refusal: refusalOfCause }))
   })
 ).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json", "rpc").layer]))

@@ -4,13 +4,13 @@
  * trace; the log format is the operator's (`CAIRN_LOG_FORMAT`); a failure to start is its
  * message, never a dump. Entry points (`apps/*\/src/main.ts`, the CLI) run `launch`.
  */
+import { describeLimitsConfig } from "@cairn/catalog/Describe"
 import { queryLimitsConfig } from "@cairn/query/QueryLimits"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { syncConfig } from "@cairn/sync/SyncConfig"
 import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from "effect"
 import { EscapedErrors } from "./EscapedErrors.js"
 import { corsOriginsConfig } from "./CorsOrigins.js"
-import { discoveryLimitsConfig } from "./ExposureGuard.js"
 import { limitsConfig } from "./Limits.js"
 import { loggerFor } from "./LogFormat.js"
 import { operatorSettingsConfig } from "./OperatorSettings.js"
@@ -23,7 +23,7 @@ export const allSettings = Config.all([
   storeConfig,
   queryLimitsConfig,
   syncConfig,
-  discoveryLimitsConfig,
+  describeLimitsConfig,
   corsOriginsConfig,
   operatorSettingsConfig,
   Config.literal("pretty", "json", "logfmt")("CAIRN_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))

@@ -11,30 +11,40 @@
  * (`SyncLiveSink`), while the exchange holds at most the bound.
  */
 import { HttpLayerRouter } from "@effect/platform"
-import { RpcSerialization, RpcServer } from "@effect/rpc"
+import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
-import { SyncRpcsWire } from "@cairn/domain/SyncRpcs"
+import { SnapshotPage, SyncMessage } from "@cairn/domain/Sync"
 import { SyncLiveSink } from "@cairn/sync/SyncLiveSink"
-import { Context, Effect, Layer, Stream } from "effect"
+import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { DataPlane } from "./DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
 import { CurrentTransport } from "./EngineMetrics.js"
 import * as PacedHttpProtocol from "./internal/pacedHttpProtocol.js"
 import { Limits } from "./Limits.js"
+import { type Refusal, refusalOfCause, ServedError } from "./Refusal.js"
 
 export const syncPath = "/db/sync"
 
-const ServedSyncRpcs = SyncRpcsWire.middleware(Authentication)
+/**
+ * `SyncRpcsWire` (of `@cairn/domain/SyncRpcs`) as served: a handler may also fail with a refusal (`ServedError`), which the
+ * protocol reads from the exit and fails the exchange with, for the gate to answer.
+ */
+class ServedSyncWire extends RpcGroup.make(
+  Rpc.make("SyncSnapshot", { payload: Schema.Unknown, success: SnapshotPage, error: ServedError }),
+  Rpc.make("SyncChanges", { payload: Schema.Unknown, success: SyncMessage, error: ServedError, stream: true })
+) {}
+
+const ServedSyncRpcs = ServedSyncWire.middleware(Authentication)
 
 /** The route's protocol, shared by the RPC server (transport) and the handlers (pacing). */
-class Transport extends Context.Tag("@cairn/server/SyncRoutes/Transport")<Transport, PacedHttpProtocol.PacedProtocol>() {}
+class Transport extends Context.Tag("@cairn/server/SyncRoutes/Transport")<Transport, PacedHttpProtocol.PacedProtocol<Refusal>>() {}
 
 const TransportLive = Layer.effectContext(
   Effect.gen(function* () {
     const limits = yield* Limits
     const router = yield* HttpLayerRouter.HttpRouter
-    const transport = yield* PacedHttpProtocol.make({ bufferBytes: limits.syncStreamBufferBytes, stallMs: limits.syncStreamStallMs })
+    const transport = yield* PacedHttpProtocol.make({ bufferBytes: limits.syncStreamBufferBytes, stallMs: limits.syncStreamStallMs, refusal: refusalOfCause })
     yield* router.add("POST", syncPath, transport.httpApp)
     return Context.make(Transport, transport).pipe(Context.add(RpcServer.Protocol, transport.protocol))
   })

@@ -4,7 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { DescribeLimits } from "@cairn/catalog/Describe"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
-import { DiscoveryLimitsLive, exposureGuard, ExposureGuardLive, isPublic } from "../src/ExposureGuard.js"
+import { exposureGuard, ExposureGuardLive, isPublic } from "../src/ExposureGuard.js"
 import { Settings, settingsConfig } from "../src/Settings.js"
 
 const run = (env: Record<string, string>) =>
@@ -100,13 +100,13 @@ describe("ExposureGuard", () => {
   it.effect("discovery budgets reach the describe engine's limits", () =>
     Effect.gen(function* () {
       const limits = yield* DescribeLimits.pipe(
-        Effect.provide(DiscoveryLimitsLive),
+        Effect.provide(DescribeLimits.layerConfig),
         Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DISCOVERY_MAX_LIMIT", "40"], ["CAIRN_DISCOVERY_DEFAULT_LIMIT", "10"]])))
       )
       assert.deepStrictEqual(limits, { defaultLimit: 10, maxLimit: 40 })
       const refused = yield* Effect.exit(
         DescribeLimits.pipe(
-          Effect.provide(DiscoveryLimitsLive),
+          Effect.provide(DescribeLimits.layerConfig),
           Effect.withConfigProvider(ConfigProvider.fromMap(new Map([["CAIRN_DISCOVERY_MAX_LIMIT", "5"]])))
         )
       )

@@ -3,6 +3,7 @@
  * how many databases stay open, the writer's queue and group-commit limits, and how
  * much change history compaction keeps and how often it runs.
  */
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Context, Duration, Layer } from "effect"
 
 export type Synchronous = "OFF" | "NORMAL" | "FULL" | "EXTRA"
@@ -53,22 +54,19 @@ export const storeDefaults = {
   readerIdleTimeout: Duration.seconds(30)
 } as const satisfies Omit<StoreConfigShape, "dataDir">
 
-const positive = (name: string) =>
-  Config.integer(name).pipe(Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }))
-
 export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
   dataDir: Config.string("CAIRN_DATA_DIR").pipe(Config.withDefault("./.cairn")),
   synchronous: Config.literal("OFF", "NORMAL", "FULL", "EXTRA")("CAIRN_SQLITE_SYNCHRONOUS").pipe(
     Config.withDefault(storeDefaults.synchronous)
   ),
-  maxOpenDatabases: positive("CAIRN_MAX_OPEN_DATABASES").pipe(Config.withDefault(storeDefaults.maxOpenDatabases)),
+  maxOpenDatabases: positiveInteger("CAIRN_MAX_OPEN_DATABASES").pipe(Config.withDefault(storeDefaults.maxOpenDatabases)),
   idleTimeout: Config.duration("CAIRN_DATABASE_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.idleTimeout)),
-  writerQueueLimit: positive("CAIRN_WRITER_QUEUE_LIMIT").pipe(Config.withDefault(storeDefaults.writerQueueLimit)),
-  groupCommitMaxBatch: positive("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch)),
+  writerQueueLimit: positiveInteger("CAIRN_WRITER_QUEUE_LIMIT").pipe(Config.withDefault(storeDefaults.writerQueueLimit)),
+  groupCommitMaxBatch: positiveInteger("CAIRN_GROUP_COMMIT_MAX_BATCH").pipe(Config.withDefault(storeDefaults.groupCommitMaxBatch)),
   // Named for what they serve: the history sync can resume from.
-  retainedCommits: positive("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
+  retainedCommits: positiveInteger("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
   compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery)),
-  sqliteCacheKib: positive("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib)),
+  sqliteCacheKib: positiveInteger("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib)),
   readerIdleTimeout: Config.duration("CAIRN_READER_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.readerIdleTimeout))
 })
 

@@ -3,6 +3,7 @@
  * how much work one resume may do before a resnapshot is cheaper. (The retained change history is the
  * store's: compaction is its job, see `StoreConfig`.)
  */
+import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Context, Layer } from "effect"
 
 export interface SyncConfigShape {
@@ -33,11 +34,7 @@ export const defaults: SyncConfigShape = {
   maxDependents: 512
 }
 
-const positive = (name: string, fallback: number) =>
-  Config.integer(name).pipe(
-    Config.validate({ message: `${name} must be a positive integer`, validation: (n) => n > 0 }),
-    Config.withDefault(fallback)
-  )
+const positive = (name: string, fallback: number) => positiveInteger(name).pipe(Config.withDefault(fallback))
 
 export const syncConfig: Config.Config<SyncConfigShape> = Config.all({
   pageRows: positive("CAIRN_SYNC_PAGE_ROWS", defaults.pageRows),

@@ -6,10 +6,9 @@
 import type { CompiledEntity, CompiledField, CompiledRelationship } from "@cairn/catalog/Catalog"
 import type { View } from "@cairn/catalog/View"
 import { digest } from "@cairn/catalog/Digest"
-import { leafProblems } from "@cairn/catalog/ColumnValue"
+import { leafIssue, leafProblems } from "@cairn/catalog/ColumnValue"
 import { type Direction, type Filter, idOperators, type Path, type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
-import { Inaccessible, InvalidQuery, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
-import { standIn } from "@cairn/domain/Redaction"
+import { Inaccessible, InvalidQuery, isPublicError, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
 import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 
@@ -88,14 +87,7 @@ const invalid = (where: string, message: string) =>
 
 const budget = (limit: keyof QueryLimitsShape, message: string) => new QueryBudgetExceeded({ limit, message })
 
-const isError = (u: unknown): u is PublicError =>
-  u instanceof InvalidQuery || u instanceof Inaccessible || u instanceof QueryBudgetExceeded || u instanceof UnknownDefinition
-
-
-const typeName = (field: FieldInfo): string =>
-  field.literals
-    ? `one of ${field.literals.map((l) => JSON.stringify(l)).join(", ")}`
-    : { text: "a string", integer: "an integer", real: "a number", boolean: "true or false" }[field.column]
+const isError = isPublicError
 
 class Planner {
   private readonly joins = new Map<string, Join>()
@@ -190,17 +182,8 @@ class Planner {
         const field = resolved.field
         const problem = leafProblems(field, filter)[0]
         if (problem === undefined) return undefined
-        if (problem._tag === "Operator") {
-          return invalid(
-            `${where}/op`,
-            `"${filter.op}" cannot be applied to ${JSON.stringify(filter.path)}; its operators are ${field.operators.join(", ")}.`
-          )
-        }
-        const at = problem.index === undefined ? `${where}/value` : `${where}/value/${problem.index}`
-        if (problem.value === null) return invalid(at, `null is not a value to compare with; use {"op": "isNull", "path": ${JSON.stringify(filter.path)}} instead.`)
-        if (filter.op === "startsWith" || filter.op === "contains") return invalid(at, `"${filter.op}" takes a string.`)
-        // Described, not echoed (as decoding does): a 64 Ki string came back twice, and 1e400 read "null".
-        return invalid(at, `${standIn(problem.value)} is not a valid value for ${JSON.stringify(filter.path)}, which takes ${typeName(field)}.`)
+        const issue = leafIssue(field, filter, problem, where)
+        return invalid(issue.path, issue.message)
       }
     }
   }

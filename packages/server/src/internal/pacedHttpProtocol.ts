@@ -6,6 +6,9 @@
  * drained), and a streaming handler wrapped in `paced` pulls its next element only while
  * that count is within the bound, ending cleanly when it stays above it too long (and
  * the exchange's socket is destroyed if it still has not drained `stallMs` later).
+ * An exit the route answers itself (`refusal`) is not sent: before the response is under
+ * way the exchange fails with it (whatever else was queued is dropped), after, the request
+ * ends interrupted.
  */
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
@@ -15,11 +18,13 @@ import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 import { writeNow } from "./writeNow.js"
 
-export interface PacingOptions {
+export interface PacingOptions<R> {
   /** Most bytes one exchange may hold before its streams stop producing. */
   readonly bufferBytes: number
   /** How long a stream may wait for room before it ends. */
   readonly stallMs: number
+  /** What the route answers itself, read from an encoded failed exit's cause (see `RpcExchange`). */
+  readonly refusal?: (cause: unknown) => R | undefined
 }
 
 interface Flow {
@@ -31,9 +36,10 @@ interface Flow {
   readonly stalled: Effect.Effect<void>
 }
 
-export interface PacedProtocol {
+export interface PacedProtocol<R = never> {
   readonly protocol: RpcServer.Protocol["Type"]
-  readonly httpApp: HttpApp.Default<never, Scope.Scope>
+  /** Fails with a refusal an exit carried before the response was under way. */
+  readonly httpApp: HttpApp.Default<R, Scope.Scope>
   /**
    * `stream`, pulled only while the exchange of `clientId` holds at most the bound; it ends
    * (as if finished) once it has waited `stallMs` for room. Its consumer then sees every
@@ -50,7 +56,7 @@ export interface PacedProtocol {
   readonly direct: (clientId: number) => { readonly offer: (message: string) => boolean } | undefined
 }
 
-export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never, RpcSerialization.RpcSerialization> =>
+export const make = <R = never>(options: PacingOptions<R>): Effect.Effect<PacedProtocol<R>, never, RpcSerialization.RpcSerialization> =>
   Effect.gen(function* () {
     const serialization = yield* RpcSerialization.RpcSerialization
     if (!serialization.includesFraming) return yield* Effect.dieMessage("a paced protocol needs a framed serialization")
@@ -70,6 +76,8 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
        */
       readonly unsafeOffer: (text: string) => boolean
       readonly write: (response: RpcMessage.FromServerEncoded) => Effect.Effect<void>
+      /** Answers the exchange with `refusal` instead of its RPC answers (see `refusal`). */
+      readonly refuse: (requestId: string, refusal: R) => Effect.Effect<void>
       readonly end: Effect.Effect<void>
       readonly flow: Flow
     }
@@ -81,7 +89,7 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       if (flow.held <= options.bufferBytes) flow.room.unsafeOpen()
     }
 
-    const httpApp: HttpApp.Default<never, Scope.Scope> = Effect.gen(function* () {
+    const httpApp: HttpApp.Default<R, Scope.Scope> = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       const scope = yield* Effect.scope
       const requestHeaders = Object.entries(request.headers)
@@ -93,12 +101,14 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
             isBinary ? Effect.map(request.arrayBuffer, (ab) => new Uint8Array(ab)) : bodyText(request)
           )
       const id = nextId++
-      const mailbox = yield* Mailbox.make<Uint8Array>()
+      const mailbox = yield* Mailbox.make<Uint8Array, R>()
       const parser = serialization.unsafeMake()
       let abandoning = false
       /** The response's stream waits on an empty mailbox: all it pulled before was written to the socket. */
       let idle = false
       let ended = false
+      /** The response is under way: its status and first bytes are decided. */
+      let streaming = false
       const nodeResponse = NodeHttpServerRequest.toServerResponse(request)
       const flow: Flow = {
         held: 0,
@@ -152,6 +162,10 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
             return offer(parser.encode(RpcMessage.ResponseDefectEncoded(cause))!)
           }
         },
+        refuse: (requestId, refusal) =>
+          streaming
+            ? client.write({ _tag: "Exit", requestId, exit: { _tag: "Failure", cause: { _tag: "Interrupt", fiberId: { _tag: "None" } } } } as RpcMessage.FromServerEncoded)
+            : Effect.asVoid(mailbox.fail(refusal)),
         end: mailbox.end,
         flow
       }
@@ -190,11 +204,16 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       }
       yield* writeRequest(id, RpcMessage.constEof)
 
+      // Fails with a refusal that came before any answer.
       const [initial, done] = yield* mailbox.takeAll
-      if (done) {
+      // Finished (then `done`), or refused after some answers were queued (the mailbox is already
+      // closed with the refusal, which still answers the whole exchange).
+      if (done || Option.isNone(mailbox.unsafeSize())) {
         release(flow, flow.held)
+        yield* mailbox.await
         return HttpServerResponse.uint8Array(concat(initial), { contentType: serialization.contentType })
       }
+      streaming = true
       // The server writes a chunk to the socket and waits for "drain" before it pulls the
       // next one, so the previous chunk's bytes have left the process when the next is pulled.
       let written = 0
@@ -202,7 +221,8 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
         release(flow, written)
         written = 0
         idle = true
-        return mailbox.takeAll
+        // Once the response is under way, a refusal is sent as an interrupted request, never as the mailbox's failure.
+        return Effect.orDie(mailbox.takeAll)
       }).pipe(
         Effect.flatMap(([chunk, finished]) => {
           idle = false
@@ -221,7 +241,13 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       writeRequest = writeRequest_
       return Effect.succeed({
         disconnects,
-        send: (clientId, response) => clients.get(clientId)?.write(response) ?? Effect.void,
+        send: (clientId, response) => {
+          const client = clients.get(clientId)
+          if (client === undefined) return Effect.void
+          if (response._tag !== "Exit" || response.exit._tag !== "Failure") return client.write(response)
+          const refused = options.refusal?.(response.exit.cause)
+          return refused === undefined ? client.write(response) : client.refuse(response.requestId, refused)
+        },
         end: (clientId) => clients.get(clientId)?.end ?? Effect.void,
         clientIds: Effect.sync(() => clientIds),
         initialMessage: Effect.succeedNone,
@@ -268,7 +294,7 @@ export const make = (options: PacingOptions): Effect.Effect<PacedProtocol, never
       }
     }
 
-    return { protocol, httpApp, paced, direct } satisfies PacedProtocol
+    return { protocol, httpApp, paced, direct } satisfies PacedProtocol<R>
   })
 
 const concat = (arrays: Chunk.Chunk<Uint8Array>): Uint8Array => {

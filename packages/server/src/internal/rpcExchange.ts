@@ -9,10 +9,11 @@
  *
  * The handler runs interruptibly on the request's fiber, so a deadline or a hang-up cuts it
  * off directly. A streaming RPC is not served here (its group belongs on a framed protocol).
+ * An exit the route answers itself (`refusal`) is not sent: the exchange fails with it.
  */
 import { Headers, type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Rpc, type RpcGroup, RpcMessage, type RpcMiddleware, RpcSchema, RpcSerialization } from "@effect/rpc"
-import { type Context, Effect, Either, type Exit, Option, ParseResult, Schema } from "effect"
+import { type Cause, type Context, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
 import { bodyText } from "../RequestBody.js"
 import { ParsedEnvelope } from "../RpcEnvelope.js"
 
@@ -54,18 +55,23 @@ const withMiddleware = (
   return handler
 }
 
-export interface RpcExchangeOptions {
+export interface RpcExchangeOptions<R> {
   /** Spans named `<spanPrefix>.<tag>` (as `RpcServer` names them) when true. */
   readonly tracing: boolean
   readonly spanPrefix?: string
+  /**
+   * What the route answers itself rather than as the RPC's answer: read from a failed exit,
+   * it becomes the exchange's failure (later messages are not run, no answer is sent).
+   */
+  readonly refusal?: (cause: Cause.Cause<unknown>) => R | undefined
 }
 
 /** The HTTP app answering `group` one request at a time; needs the group's handlers and middleware. */
-export const make = <Rpcs extends Rpc.Any>(
+export const make = <Rpcs extends Rpc.Any, R = never>(
   // Schemas that need services would need them per request; the groups served here need none.
   group: [Rpc.Context<Rpcs>] extends [never] ? RpcGroup.RpcGroup<Rpcs> : never,
-  options: RpcExchangeOptions
-): Effect.Effect<HttpApp.Default, never, RpcSerialization.RpcSerialization | Rpc.ToHandler<Rpcs> | Rpc.Middleware<Rpcs>> =>
+  options: RpcExchangeOptions<R>
+): Effect.Effect<HttpApp.Default<R>, never, RpcSerialization.RpcSerialization | Rpc.ToHandler<Rpcs> | Rpc.Middleware<Rpcs>> =>
   Effect.gen(function* () {
     const serialization = yield* RpcSerialization.RpcSerialization
     if (serialization.includesFraming) return yield* Effect.dieMessage("an RPC exchange needs an unframed serialization")
@@ -95,7 +101,7 @@ export const make = <Rpcs extends Rpc.Any>(
       return Either.isRight(encoded) ? exit(requestId, { _tag: "Failure", cause: { _tag: "Die", defect: encoded.right } }) : defect(cause)
     }
 
-    const answer = (request: RpcMessage.RequestEncoded, httpHeaders: Readonly<Record<string, string>>): Effect.Effect<RpcMessage.FromServerEncoded> => {
+    const answer = (request: RpcMessage.RequestEncoded, httpHeaders: Readonly<Record<string, string>>): Effect.Effect<RpcMessage.FromServerEncoded, R> => {
       const rpc = group.requests.get(request.tag) as Rpc.AnyWithProps | undefined
       const entry = rpc && (context.unsafeMap.get(rpc.key) as Rpc.Handler<string> | undefined)
       if (rpc === undefined || entry === undefined) return Effect.succeed(defect(`Unknown request tag: ${request.tag}`))
@@ -111,16 +117,20 @@ export const make = <Rpcs extends Rpc.Any>(
       let run = Effect.exit(Effect.interruptible(withMiddleware(rpc, context, clientId, payload.right, headers, handler)))
       if (options.tracing) run = Effect.withSpan(run, `${spanPrefix}.${request.tag}`, { captureStackTrace: false, attributes: { requestId } })
       // The handlers' requirements are met by the request's context (the gate's principal, the route's services).
-      return Effect.map(run as Effect.Effect<Exit.Exit<unknown, unknown>>, (outcome) => {
+      return Effect.flatMap(run as Effect.Effect<Exit.Exit<unknown, unknown>>, (outcome) => {
+        const refused = Exit.isFailure(outcome) && options.refusal !== undefined ? options.refusal(outcome.cause) : undefined
+        if (refused !== undefined) return Effect.fail(refused)
         const encoded = schemas.encodeExit(outcome)
-        return Either.isRight(encoded) ? exit(requestId, encoded.right) : requestDefect(requestId, schemas, ParseResult.TreeFormatter.formatErrorSync(encoded.left))
+        return Effect.succeed(
+          Either.isRight(encoded) ? exit(requestId, encoded.right) : requestDefect(requestId, schemas, ParseResult.TreeFormatter.formatErrorSync(encoded.left))
+        )
       })
     }
 
     const respond = (responses: ReadonlyArray<RpcMessage.FromServerEncoded>) =>
       HttpServerResponse.text(parser.encode(responses) as string, { contentType: serialization.contentType })
 
-    const httpApp: HttpApp.Default = Effect.gen(function* () {
+    const httpApp: HttpApp.Default<R> = Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       // As the gate's envelope check parsed them, else from the body.
       const parsed = yield* Effect.serviceOption(ParsedEnvelope)

@@ -7,11 +7,10 @@
 import { RowScope } from "@cairn/catalog"
 import { type CompiledEntity, type CompiledField } from "@cairn/catalog/Catalog"
 import { digest } from "@cairn/catalog/Digest"
-import { leafProblems } from "@cairn/catalog/ColumnValue"
+import { leafIssue, leafProblems } from "@cairn/catalog/ColumnValue"
 import { type View } from "@cairn/catalog/View"
 import { type Filter, idOperators } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, type QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
-import { standIn } from "@cairn/domain/Redaction"
 import { type SyncScope } from "@cairn/domain/Sync"
 import * as SubjectTemplate from "@cairn/policy/SubjectTemplate"
 import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query/FilterDecoder"
@@ -56,20 +55,8 @@ const checkFilter = (view: View, entity: CompiledEntity, filter: Filter, at: str
         return
       }
       const target = field ?? { column: "text" as const, operators: idOperators }
-      for (const problem of leafProblems(target, filter)) {
-        if (problem._tag === "Operator") {
-          issues.push({
-            path: `${at}/op`,
-            message: `operator "${filter.op}" does not apply to ${entity.name}.${name} (use one of ${target.operators.join(", ")})`
-          })
-        } else {
-          issues.push({
-            path: `${at}/value${problem.index === undefined ? "" : `/${problem.index}`}`,
-            // Described, not echoed, as in a query's filter.
-            message: `${standIn(problem.value)} is not a valid value for ${entity.name}.${name}${problem.value === null ? " (use isNull)" : ""}`
-          })
-        }
-      }
+      // Worded as a query's filter words it.
+      for (const problem of leafProblems(target, filter)) issues.push(leafIssue(target, filter, problem, at))
     }
   }
 }
