@@ -30,6 +30,14 @@ const internals = (app: Running, answer: Answer, keys: ReadonlyArray<string> = [
   for (const key of keys) assert.notInclude(text, databaseId(DatabaseKey.make(key)))
 }
 
+/** One plain HTTP request under `/db/objects` (the file verbs' way in). */
+const files = (app: Running, token: string, method: string, path: string, headers: Record<string, string> = {}, body?: string) =>
+  Effect.promise(async () => {
+    const response = await fetch(`${app.base}${path}`, { method, headers: { authorization: `Bearer ${token}`, ...headers }, ...(body !== undefined ? { body } : {}) })
+    return { status: response.status, headers: response.headers, text: await response.text() }
+  })
+const someObject = "0192f000-0000-7000-8000-000000000001"
+
 /** The three transports' public answers for one request must be identical. */
 const sameAnswer = (label: string, answers: ReadonlyArray<Answer>) => {
   for (const answer of answers) {
@@ -185,7 +193,10 @@ describe("transport conformance through the real App", () => {
         yield* rpc(app, writer, "Describe", { browse: { kinds: ["entity"] } }),
         yield* mcp(app, agentWriter, "query", { query: projects }),
         yield* sync(app, writer, "SyncSnapshot", { scope: { entities: [{ from: entity("Project") }] } }),
-        yield* sync(app, writer, "SyncChanges", { scope: { entities: [{ from: entity("Project") }] }, cursor: "x" })
+        yield* sync(app, writer, "SyncChanges", { scope: { entities: [{ from: entity("Project") }] }, cursor: "x" }),
+        // The file verbs: a download and a signed link need cairn:read too.
+        yield* files(app, writer, "GET", `/db/objects/${someObject}`),
+        yield* files(app, writer, "POST", `/db/objects/${someObject}/link`)
       ]
       for (const refused of reads) {
         assert.strictEqual(refused.status, 403, refused.text)
@@ -211,7 +222,12 @@ describe("transport conformance through the real App", () => {
         yield* rpc(app, db, "Mutate", { operation: operation("Project", "create"), input: { name: "x" }, invocationId: uuidv7() }),
         yield* mcp(app, agent, "query", { query: projects }),
         yield* sync(app, db, "SyncSnapshot", { scope }),
-        yield* sync(app, db, "SyncChanges", { scope, cursor: "x" })
+        yield* sync(app, db, "SyncChanges", { scope, cursor: "x" }),
+        // The file verbs answer the same: upload, download, link and a resumable upload.
+        yield* files(app, db, "POST", "/db/objects", { "content-type": "text/plain" }, "hello"),
+        yield* files(app, db, "GET", `/db/objects/${someObject}`),
+        yield* files(app, db, "POST", `/db/objects/${someObject}/link`),
+        yield* files(app, db, "POST", "/db/objects/resumable", { "tus-resumable": "1.0.0", "upload-length": "5" })
       ]
       for (const answer of answers) {
         assert.strictEqual(answer.status, 503, answer.text)
