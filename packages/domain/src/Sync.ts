@@ -87,6 +87,36 @@ export const SyncBatch = Schema.TaggedStruct("SyncBatch", {
 export type SyncBatch = typeof SyncBatch.Type
 
 /**
+ * The wire text of a `SyncBatch` (its encoding's JSON), for a sender that writes one batch to
+ * many streams: `syncChangesJson` encodes each change once (per change object, so streams
+ * sent the same change share its text), `syncCheckpointJson` makes a stream's constant fields
+ * once, and `syncBatchJson` frames the two. Keys in the schema's order: the text equals
+ * `JSON.stringify(Schema.encodeSync(SyncBatch)(batch))`, byte for byte (see its test).
+ */
+export const syncBatchJson = (changesJson: string, checkpointJson: string): string =>
+  `{"_tag":"SyncBatch","changes":${changesJson},"checkpoint":${checkpointJson}}`
+
+const encodeChange = Schema.encodeSync(SyncChange)
+const changeJson = new WeakMap<SyncChange, string>()
+/** The JSON text of the encoded `changes`: each element's text made once per change object, then joined. */
+export const syncChangesJson = (changes: ReadonlyArray<SyncChange>): string => {
+  let text = "["
+  for (let i = 0; i < changes.length; i++) {
+    const change = changes[i]!
+    let json = changeJson.get(change)
+    if (json === undefined) changeJson.set(change, (json = JSON.stringify(encodeChange(change))))
+    text += i === 0 ? json : `,${json}`
+  }
+  return `${text}]`
+}
+
+/** The JSON text of an encoded `SyncCheckpoint` with these constant fields, from its cursor and position. */
+export const syncCheckpointJson = (fixed: Pick<SyncCheckpoint, "subject" | "database" | "catalogToken">): ((cursor: string, position: string) => string) => {
+  const rest = `,"subject":${JSON.stringify(fixed.subject)},"database":${JSON.stringify(fixed.database)},"catalogToken":${JSON.stringify(fixed.catalogToken)},"position":`
+  return (cursor, position) => `{"cursor":${JSON.stringify(cursor)}${rest}${JSON.stringify(position)}}`
+}
+
+/**
  * Why a client must discard its data and take a new snapshot. Public and coarse on
  * purpose: it never says which rule, row or membership was involved.
  */

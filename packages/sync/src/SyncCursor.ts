@@ -7,7 +7,7 @@ import { createHmac, hash, type KeyObject, randomBytes, timingSafeEqual } from "
 import { Digest } from "@cairn/catalog"
 import { type SealerService } from "@cairn/catalog/Sealer"
 import { Position } from "@cairn/store"
-import type { ResnapshotReason, SyncCheckpoint } from "@cairn/domain/Sync"
+import { type ResnapshotReason, type SyncCheckpoint, syncCheckpointJson } from "@cairn/domain/Sync"
 import { Option, Schema } from "effect"
 
 /** What a cursor is bound to. */
@@ -102,7 +102,8 @@ export const checkpointer = (sealer: SealerService, binding: Binding): ((positio
 
 /**
  * `checkpointer`, plus each checkpoint as the JSON text of its encoded form (what the hub
- * writes), built from text made once per stream: no object, no schema encoding per batch.
+ * writes), its constant fields made once per stream (`syncCheckpointJson`): no object, no
+ * schema encoding per batch.
  */
 export const streamCheckpoints = (
   sealer: SealerService,
@@ -116,10 +117,7 @@ export const streamCheckpoints = (
     const at = position.toString(36)
     return `${at}.${mac(at).toString("base64url")}`
   }
-  // The encoded `SyncCheckpoint`'s fields, in its order, around the cursor. A cursor is
-  // base64url, base 36 and dots only, so it is its own JSON string's content (no escaping).
-  const head = `{"cursor":"${sealed}.`
-  const rest = `","subject":${JSON.stringify(binding.subject)},"database":${JSON.stringify(binding.database)},"catalogToken":${JSON.stringify(binding.catalogToken)},"position":"`
+  const json = syncCheckpointJson(binding)
   return {
     at: (position) => ({
       cursor: `${sealed}.${tail(position)}`,
@@ -128,7 +126,7 @@ export const streamCheckpoints = (
       catalogToken: binding.catalogToken,
       position: Position.encode(position)
     }),
-    json: (position) => `${head}${tail(position)}${rest}${Position.encode(position)}"}`
+    json: (position) => json(`${sealed}.${tail(position)}`, Position.encode(position))
   }
 }
 

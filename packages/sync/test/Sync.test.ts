@@ -558,6 +558,47 @@ describe("changes", () => {
       })
     ))
 
+  it.scoped("a database's hub (and the caches it holds) lives exactly while some changes stream of the database runs", () =>
+    withEngine(
+      Effect.gen(function* () {
+        const { t1 } = yield* seed
+        const db = yield* database()
+        const sync = yield* Sync
+        const view = yield* viewOf(carol)
+        const snap = yield* snapshotAll(db, carol)
+        const until = (position: number) =>
+          sync.changes(carol, view, db, { scope: everything, cursor: snap.checkpoint.cursor }).pipe(
+            Stream.takeUntil((m) => m._tag === "SyncBatch" && m.checkpoint.position === Position.encode(position)),
+            Stream.runCollect,
+            Effect.map(Chunk.toReadonlyArray),
+            Effect.fork
+          )
+        // Snapshots hold no hub; a live stream takes one, a second stream of the database shares it.
+        assert.deepStrictEqual(yield* sync.openHubs, [])
+        const first = yield* until(7)
+        const second = yield* until(8)
+        yield* Effect.yieldNow()
+        yield* run(alice, "Task", "rename", { title: "One" }, t1)
+        yield* Fiber.join(first)
+        assert.deepStrictEqual(yield* sync.openHubs, [db.id])
+        yield* run(alice, "Task", "rename", { title: "Two" }, t1)
+        const seen = kinds(yield* Fiber.join(second))
+        assert.isNotEmpty(seen)
+        for (const k of seen) assert.strictEqual(k, `Upsert Task/${t1}`)
+        // The last stream ended: its RcMap entry closed, and with it the hub, its fibers and its caches.
+        assert.deepStrictEqual(yield* sync.openHubs, [])
+        // A non-live resume leaves no hub behind either; a later stream is served by a fresh one.
+        assert.deepStrictEqual(kinds(yield* changesOnce(db, carol, snap.checkpoint.cursor)), [`Upsert Task/${t1}`])
+        assert.deepStrictEqual(yield* sync.openHubs, [])
+        const third = yield* until(9)
+        yield* run(alice, "Task", "rename", { title: "Three" }, t1)
+        const messages = yield* Fiber.join(third)
+        for (const m of messages) applyBatch(snap.records, m)
+        assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
+        assert.deepStrictEqual(yield* sync.openHubs, [])
+      })
+    ))
+
   it.scoped("a live stream delivers each commit as it happens until the caller stops", () =>
     withEngine(
       Effect.gen(function* () {
