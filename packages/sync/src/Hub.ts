@@ -46,7 +46,7 @@ import { narrowingOf, readsThrough, replay, replayBySubject, type ReplayResult, 
 import { type Narrowing, norm, peek, rows } from "./internal/rows.js"
 import { type ResolvedScope, subjectTemplate } from "./internal/scope.js"
 import { type SyncConfigShape } from "./SyncConfig.js"
-import * as SyncLiveSink from "./SyncLiveSink.js"
+import * as SyncLiveSink from "@cairn/domain/SyncLiveSink"
 import * as SyncMetrics from "./SyncMetrics.js"
 
 /** One step of a changes stream: its next message and where it leaves the stream. */

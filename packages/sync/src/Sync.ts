@@ -21,7 +21,7 @@ import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
 import { readPage } from "./internal/snapshot.js"
 import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
-import * as SyncLiveSink from "./SyncLiveSink.js"
+import * as SyncLiveSink from "@cairn/domain/SyncLiveSink"
 import * as SyncMetrics from "./SyncMetrics.js"
 
 const restartSnapshot = (why: string) =>

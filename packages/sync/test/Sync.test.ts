@@ -11,7 +11,7 @@ import { Log, Position } from "@cairn/store"
 import { SyncMetrics } from "@cairn/sync"
 import { Sync } from "@cairn/sync/Sync"
 import * as SyncCursor from "@cairn/sync/SyncCursor"
-import { SyncLiveSink } from "@cairn/sync/SyncLiveSink"
+import { SyncLiveSink } from "@cairn/domain/SyncLiveSink"
 import { applyBatch, changesOnce, engineLayer, secret, snapshotAll } from "./support/harness.js"
 import { database, everything, idOf, run, tempDir, viewOf, visibleTo, who } from "./support/tracker.js"
 

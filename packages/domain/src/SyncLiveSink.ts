@@ -16,4 +16,4 @@ export interface Sink {
   readonly offer: (message: string) => boolean
 }
 
-export class SyncLiveSink extends Context.Tag("@cairn/sync/SyncLiveSink")<SyncLiveSink, Sink>() {}
+export class SyncLiveSink extends Context.Tag("@cairn/domain/SyncLiveSink")<SyncLiveSink, Sink>() {}
