@@ -145,6 +145,9 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       Effect.suspend(() => {
         const id = error.databaseId as DatabaseId
         if (faults.has(id)) return Effect.void
+        // Kept until restart with its stack as text: its captured frames would keep what they ran in
+        // (the closed database's closures and objects) alive as long.
+        void error.stack
         faults.set(id, error)
         return Effect.zipRight(
           Metric.increment(Metric.tagged(storageFaults, "kind", error.kind)),
