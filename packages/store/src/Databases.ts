@@ -99,13 +99,15 @@ export interface IntegrityReport {
   readonly problems: ReadonlyArray<string>
 }
 
-/** What `Databases` holds for databases (see `Databases.tracked`). */
+/** What `Databases` holds for databases (see `Databases.tracked`): counts, for tests. */
 export interface Tracked {
   /** Entries by id: activating, open or closing. */
   readonly entries: number
-  /** Armed deadlines: lingers, idle closes, compactions. */
+  /** Armed lingers (a last user left less than `pinLinger` ago). */
   readonly lingers: number
+  /** Armed idle closes. */
   readonly idles: number
+  /** Armed compaction jobs (one per open database). */
   readonly compactions: number
 }
 
