@@ -27,7 +27,7 @@ export const compact = (writer: Pick<Writer.Writer, "position" | "compact">, ret
 
 /**
  * One scheduled run of `run` (the store arms it every `compactEvery` per open database, see
- * `Databases`), logging under the database's opaque id: a failed run is logged and the next one
+ * `OpenDatabase`), logging under the database's opaque id: a failed run is logged and the next one
  * comes on schedule.
  */
 export const scheduled = (run: Effect.Effect<number>, databaseId: string): Effect.Effect<void> =>

@@ -1,67 +1,57 @@
 /**
- * Activates per-database SQLite files: one file per database key (named by a digest
- * of the key), one write connection per open file (and a read-only one while in use), kept
- * open while in use, closed when idle or when too many are open. Callers hold a
- * database for a scope. A database the `Registry` knows is verified before use and
- * never recreated: a missing, emptied, damaged, swapped or rolled-back file is a `StorageFault`.
+ * Activates per-database SQLite files: one file per database key (named by a digest of the key),
+ * one write connection per open file (and a read-only one while in use), kept open while in use,
+ * closed when idle or when too many are open. Callers hold a database for a scope. A database the
+ * `Registry` knows is verified before use and never recreated: a missing, emptied, damaged, swapped
+ * or rolled-back file is a `StorageFault`.
+ *
+ * Each open database is one `OpenDatabase`, the value of its `RcMap` entry: its users, its shared
+ * reference, its file check, trim and compaction job live and die with that entry's scope. Kept
+ * here is only what spans databases: the entries by id, faults (they outlive an entry), the three
+ * deadline queues. The journey of one activation (every step that reads and changes an entry is
+ * synchronous: atomic on the one JS thread):
+ *
+ * 1. Get. `activate` / `withDatabase` refuse an id with a recorded fault at once. An entry that is
+ *    `ready` (activated, not closing) and pinned is leased cheaply: `users` + 1 and one finalizer,
+ *    no RcMap reference of the caller's own (step 4 keeps it open).
+ * 2. Activate. Otherwise the caller takes an RcMap reference of its own (`activateSlow`). The first
+ *    one runs `lookup` in a new entry's scope: it waits until the file's previous entry, if still
+ *    closing, has closed (one file, one writer), registers a new `OpenDatabase`, opens the file
+ *    (`OpenDatabase.open`). A failed activation is not kept: the next caller tries again.
+ * 3. Receive. Each caller counts itself in `users` as soon as `RcMap.get` hands it the entry (the
+ *    first one sets `received`: until then the activation's callers are not counted, and the entry
+ *    is never evicted), checks the file, then takes the shared reference (`pin`) if nobody holds it.
+ * 4. Lease and linger. Later callers take the cheap lease (1). When `users` drops to 0 the pin
+ *    lingers `pinLinger`, re-armed by each leave on the `lingers` queue, so requests that follow each
+ *    other without overlapping keep taking the cheap lease.
+ * 5. Idle. A linger that passes unused trims the connections and arms `idles` for `idleTimeout`
+ *    later; a use in between disarms it (back to 4).
+ * 6. Idle close. At that deadline, still unused, the pin is released. With no other RcMap reference
+ *    the RcMap closes the entry's scope: its first finalizer clears `ready` (no more cheap leases),
+ *    then the writer, reader and file close, and its last one takes it out of `entries`, counts the
+ *    close and completes `closed` (which a waiting `lookup` of step 2 awaits).
+ * 7. Eviction. After each activation and each last leave, while more than `maxOpenDatabases` are
+ *    open, the least recently used received entries without users are marked `evicting`, taken out
+ *    of the RcMap and unpinned: each closes as in 6 once its last holder lets go ("capacity"). A
+ *    storage fault takes its entry out the same way (`faulted`); its id stays refused (1) until restart.
  */
-import { closeSync, mkdirSync, openSync, readSync, statSync } from "node:fs"
+import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import type { SqlClient } from "@effect/sql"
-import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Cause, Clock, Data, Deferred, Duration, Effect, Exit, FiberId, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
+import { Cause, Data, Deferred, Duration, Effect, Exit, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
 import { Digest } from "@cairn/catalog"
-import { type Catalog } from "@cairn/catalog/Catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
-import { type Receipt } from "@cairn/domain/Receipt"
-import * as Compaction from "./Compaction.js"
-import * as Connection from "./internal/connection.js"
-import * as Deadlines from "./internal/deadlines.js"
-import { okPerTurn } from "./internal/okPerTurn.js"
 import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
-import { install, installIdOf } from "./Install.js"
-import { lastPosition } from "./Log.js"
-import * as Migrations from "./Migrations.js"
-import { MutationGuard } from "./MutationGuard.js"
-import { OperationCatalog } from "./OperationCatalog.js"
-import { type Registration, Registry } from "./Registry.js"
+import { type Database } from "./Database.js"
+import * as Deadlines from "./internal/deadlines.js"
+import { fault } from "./internal/fileFaults.js"
+import * as OpenDatabase from "./OpenDatabase.js"
+import { Registry } from "./Registry.js"
 import { countWriteFault, type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
 import { StoreConfig } from "./StoreConfig.js"
-import * as Writer from "./Writer.js"
 
-/** An open database. Valid while the scope it was activated in is open. */
-export interface Database {
-  /** Opaque id (a digest of the key): safe for logs and metrics, never public. */
-  readonly id: DatabaseId
-  readonly catalog: Catalog
-  /**
-   * A read-only connection for queries and sync, opened on first use and closed once idle for
-   * `readerIdleTimeout` (never while a statement or transaction holds it). This client is built
-   * on first use too, and dropped again once the database is idle: take it when needed, not ahead.
-   */
-  readonly reader: SqlClient.SqlClient
-  /**
-   * One read-only statement, its rows as arrays of column values: the planner's hot path (a cached
-   * prepared statement, run synchronously on the write connection between its transactions, else on
-   * the read connection). It sees the latest committed state, never an uncommitted write.
-   */
-  readonly values: (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<ReadonlyArray<unknown>>>
-  /** The single writer: every operation of this database passes through it. */
-  readonly submit: (invocation: Writer.Invocation) => Effect.Effect<Receipt, Writer.SubmitError>
-  /** The last committed position (0 when nothing is committed). */
-  readonly position: Effect.Effect<number>
-  /** Invocations waiting for the writer. */
-  readonly queued: Effect.Effect<number>
-  /** The last committed position, as it changes: what sync's live tail waits on. */
-  readonly committed: Writer.Writer["committed"]
-  /**
-   * Compacts the log now, as its scheduled job does every `compactEvery`: keeps the change
-   * payloads of the last `retainedCommits` commits; answers how many commits lost theirs.
-   */
-  readonly compact: Effect.Effect<number>
-}
+export type { Database } from "./Database.js"
 
 /**
  * Operator-facing: a database could not be opened or its catalog installed. Its message
@@ -81,7 +71,6 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
 
 /** Hot-path spans, made only when a tracer is configured (see `@cairn/domain/HotSpan`). */
 const activateSpan = hotSpan("Databases.activate")
-const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
 
 /** The opaque id of a database key: the file name, and what logs show. */
 export const databaseId = (databaseKey: DatabaseKey): DatabaseId =>
@@ -110,79 +99,57 @@ export interface IntegrityReport {
   readonly problems: ReadonlyArray<string>
 }
 
-const sqliteHeader = "SQLite format 3\u0000"
-
-/** Which file a path names: a file deleted or replaced under an open connection has another identity. */
-interface FileIdentity {
-  readonly dev: number
-  readonly ino: number
+/** What `Databases` holds for databases (see `Databases.tracked`): counts, for tests. */
+export interface Tracked {
+  /** Entries by id: activating, open or closing. */
+  readonly entries: number
+  /** Armed lingers (a last user left less than `pinLinger` ago). */
+  readonly lingers: number
+  /** Armed idle closes. */
+  readonly idles: number
+  /** Armed compaction jobs (one per open database). */
+  readonly compactions: number
 }
+
+/** An entry handed out: its activation succeeded. */
+type Active = OpenDatabase.OpenDatabase & { readonly activated: OpenDatabase.Activated }
+
+const isActive = (entry: OpenDatabase.OpenDatabase): entry is Active => entry.activated !== undefined
 
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
     const config = yield* StoreConfig
-    const operations = yield* OperationCatalog
-    const guard = yield* MutationGuard
     const reactivity = yield* Reactivity.make
-    const registry = yield* Registry
     const directory = join(config.dataDir, "databases")
     yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
 
-    // Bookkeeping next to the RcMap (which owns activation, ref counts and idle expiry).
-    // Every step below that reads and changes it is synchronous: atomic on the one JS thread.
-    /** Databases activated and not yet closed. */
-    const opened = new Set<DatabaseId>()
-    /** Callers holding (or waiting for) each database, and when it was last used: the LRU. */
-    const usage = new Map<DatabaseId, { users: number; lastUsed: number }>()
-    /** Files with a live activation, each with a latch completed once it is fully closed. */
-    const files = new Map<DatabaseId, Deferred.Deferred<void>>()
-    /** Databases being closed for capacity (any other close is idle expiry or shutdown). */
-    const evicting = new Set<DatabaseId>()
-    /** Databases whose activation finished, until they start closing: what the cheap lease hands out. */
-    const ready = new Map<DatabaseId, Database>()
-    /**
-     * While a database is open, one RcMap reference held for all of its users: a caller arriving
-     * meanwhile takes the cheap lease (a counter) instead of an RcMap reference of its own. It
-     * lingers `pinLinger` after the last user leaves (re-armed by each use: not a timer per request),
-     * so requests that follow each other without overlapping, each holding the database for a
-     * synchronous moment, keep taking the cheap lease; then the database is trimmed, and it closes
-     * once unused for `idleTimeout` more (see `lingers` and `idles`).
-     */
-    const pins = new Map<DatabaseId, Scope.CloseableScope>()
+    /** Every database with an entry (activating, open or closing), by id: at most one per file (see `lookup`). */
+    const entries = new Map<DatabaseId, OpenDatabase.OpenDatabase>()
+    /** Entries activated and not closed yet, and those of them being evicted. */
+    let open = 0
+    let evicting = 0
     let shuttingDown = false
     /** Read connections open now (each database opens its own on demand). */
     let readers = 0
-    const readerChanged = (open: boolean) => {
-      readers += open ? 1 : -1
+    const readerChanged = (opened: boolean) => {
+      readers += opened ? 1 : -1
       openReaders.unsafeUpdate(readers, [])
     }
-    const gauge = Effect.suspend(() => Metric.set(openDatabases, opened.size))
+    const gauge = Effect.suspend(() => Metric.set(openDatabases, open))
     /**
      * Storage faults found by this process. A faulted database stays refused until restart:
      * the operator repairs or restores its file with the server stopped, never under it.
      */
     const faults = new Map<DatabaseId, StorageFault>()
-    /**
-     * For each open database: its file is still the one it opened (checked on every activation, one
-     * stat per turn of the event loop: see `okPerTurn`; each group commit stats it again anyway).
-     */
-    const guards = new Map<DatabaseId, () => StorageFault | undefined>()
-    /**
-     * For each open database: gives back what its connections rebuild on next use (see `Raw.trim`),
-     * run when it goes idle (`pinLinger` unused, see `lingers`). A server holds
-     * many open databases, most of them idle at any moment: each keeps its handles, not its working set.
-     */
-    const trims = new Map<DatabaseId, () => void>()
-    /** For each open database: its next compaction run, forked in its scope (armed on `compactions`). */
-    const compactionJobs = new Map<DatabaseId, { run: Effect.Effect<void> }>()
-
-    const fault = (id: DatabaseId, kind: FaultKind, detail: string) => new StorageFault({ databaseId: id, kind, detail })
 
     /** Logged and counted once per database, whoever finds it (activation, a commit, a check). */
     const report = (error: StorageFault) =>
       Effect.suspend(() => {
         const id = error.databaseId as DatabaseId
         if (faults.has(id)) return Effect.void
+        // Kept until restart with its stack as text: its captured frames would keep what they ran in
+        // (the closed database's closures and objects) alive as long.
+        void error.stack
         faults.set(id, error)
         return Effect.zipRight(
           Metric.increment(Metric.tagged(storageFaults, "kind", error.kind)),
@@ -190,231 +157,29 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         )
       })
 
-    /** What is at `filename` before SQLite opens it (which would create a missing file or write an empty one). */
-    const inspect = (id: DatabaseId, filename: string): Effect.Effect<void, StorageFault> =>
-      Effect.suspend(() => {
-        const stat = statSync(filename, { throwIfNoEntry: false })
-        if (stat === undefined) return Effect.fail(fault(id, "missing", "its file does not exist"))
-        if (stat.size === 0) return Effect.fail(fault(id, "empty", "its file is empty"))
-        const header = Buffer.alloc(16)
-        const fd = openSync(filename, "r")
-        try {
-          readSync(fd, header, 0, 16, 0)
-        } finally {
-          closeSync(fd)
-        }
-        return header.toString("latin1") === sqliteHeader
-          ? Effect.void
-          : Effect.fail(fault(id, "corrupt", "its file is not a SQLite database"))
-      })
-
-    const identityOf = (filename: string): FileIdentity => {
-      const stat = statSync(filename)
-      return { dev: stat.dev, ino: stat.ino }
-    }
-
-    /** Whether the open file is still at its path: not removed (with `databases/` or alone), replaced or truncated; else its fault. */
-    const fileFault = (id: DatabaseId, filename: string, identity: FileIdentity): StorageFault | undefined => {
-      const stat = statSync(filename, { throwIfNoEntry: false })
-      if (stat === undefined) return fault(id, "missing", "its file was removed while open")
-      if (stat.dev !== identity.dev || stat.ino !== identity.ino) return fault(id, "missing", "its file was replaced while open")
-      if (stat.size === 0) return fault(id, "empty", "its file was truncated while open")
-      return undefined
-    }
-
-    /** A registered file, once open: intact pages, its own install id, not behind its known position. */
-    const verify = (id: DatabaseId, sql: SqlClient.SqlClient, entry: Registration) =>
-      Effect.gen(function* () {
-        const checked = yield* sql.unsafe<{ readonly quick_check: string }>("PRAGMA quick_check")
-        const problems = checked.map((r) => r.quick_check).filter((p) => p !== "ok")
-        if (problems.length > 0) return yield* fault(id, "corrupt", `quick_check: ${problems.slice(0, 3).join("; ")}`)
-        const held = yield* installIdOf(sql)
-        if (Option.isNone(held)) return yield* fault(id, "foreign", "its file has no install record")
-        if (held.value !== entry.install_id) {
-          const owner = yield* registry.owner(held.value)
-          const whose = Option.isSome(owner) ? `database ${owner.value.id}` : "an unknown database"
-          return yield* fault(id, "foreign", `its file holds the install id of ${whose}`)
-        }
-        const position = yield* lastPosition(sql)
-        if (position < entry.position) {
-          return yield* fault(id, "rolled_back", `its file ends at position ${position}, but ${entry.position} was committed`)
-        }
-        return position
-      }).pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
-
-    /**
-     * A file SQLite reports as damaged or not a database is `corrupt`, whatever the statement that
-     * found it; any other failure (interruption, no file descriptors left) stays an ordinary one.
-     */
-    const damaged = <E>(id: DatabaseId, cause: Cause.Cause<E>): Effect.Effect<never, E | StorageFault> => {
-      const error = Cause.squash(cause)
-      const code = (e: unknown) => (e as { readonly code?: unknown } | undefined)?.code
-      const found = [code(error), code((error as { readonly cause?: unknown } | undefined)?.cause)].find((c) => typeof c === "string")
-      return typeof found === "string" && (found.startsWith("SQLITE_CORRUPT") || found === "SQLITE_NOTADB")
-        ? Effect.fail(fault(id, "corrupt", `unreadable: ${String(error)}`))
-        : Effect.failCause(cause)
-    }
-
-    const openFile = (id: DatabaseId) =>
-      Effect.gen(function* () {
-        const filename = join(directory, `${id}.sqlite`)
-        const now = new Date(yield* Clock.currentTimeMillis).toISOString()
-        const registered = yield* registry.lookup(id)
-        if (Option.isSome(registered)) yield* inspect(id, filename)
-        // A database never registered is created here (its directory too, if it was removed).
-        else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
-        const opened = Effect.gen(function* () {
-          const connection = yield* Connection.open({ filename, cacheKib: config.sqliteCacheKib })
-          yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
-          return connection
-        })
-        let connection: Connection.Opened
-        let sql: SqlClient.SqlClient
-        let installId: string
-        if (Option.isSome(registered)) {
-          const entry = registered.value
-          // Verified before the catalog is installed: nothing is written to a file that is not this database's.
-          connection = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
-          sql = connection.sql
-          const position = yield* verify(id, sql, entry)
-          if (position > entry.position) yield* registry.advance(id, position)
-          installId = entry.install_id
-        } else {
-          connection = yield* opened
-          sql = connection.sql
-          // A file from before the registry (or one whose registration a crash cut short) is adopted,
-          // unless it is another registered database's file.
-          const held = yield* installIdOf(sql)
-          if (Option.isSome(held)) {
-            const owner = yield* registry.owner(held.value)
-            if (Option.isSome(owner) && owner.value.id !== id) {
-              return yield* fault(id, "foreign", `its file holds the install id of database ${owner.value.id}`)
-            }
-          }
-          installId = Option.getOrElse(held, () => crypto.randomUUID())
-        }
-        const installed = yield* install(sql, operations.catalog, id, now, installId)
-        if (Option.isNone(registered)) {
-          // Durable before the database is handed out, so before its first commit is acknowledged.
-          yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
-        }
-        const identity = identityOf(filename)
-        const guardFile = () => fileFault(id, filename, identity)
-        // Opened after installation, so the file and its WAL exist for a read-only handle; opened only
-        // when a read needs it (see `values`), and closed again once idle.
-        const readConnection = yield* Connection.open({
-          filename,
-          readonly: true,
-          cacheKib: config.sqliteCacheKib,
-          lazy: { idleClose: config.readerIdleTimeout, onChange: readerChanged }
-        })
-        const values = (text: string, params: ReadonlyArray<unknown>) =>
-          Connection.committedValues(connection, readConnection, text, params).pipe(
-            Effect.orDie,
-            // One cheap span per read statement when a tracer is configured (no captured stack, no text, never its values).
-            readSpan
-          )
-        // Added before the writer, so it runs after the writer has stopped: the exact last position.
-        let position: Effect.Effect<number> = Effect.succeed(0)
-        yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
-        const writer = yield* Writer.make({
-          databaseId: id,
-          sql,
-          raw: connection.raw,
-          // The catalog's operations plus the internal `_cairn.migrate` of declared migrations (Migrations.ts).
-          operations: Migrations.withMigrations(operations, connection.raw),
-          guard: Migrations.guardWith(guard),
-          queueLimit: config.writerQueueLimit,
-          maxBatch: config.groupCommitMaxBatch,
-          // One stat per group commit: a file removed or replaced under the writer is never acknowledged into.
-          beforeCommit: Effect.suspend(() => {
-            const error = guardFile()
-            return error === undefined ? Effect.void : Effect.zipRight(faulted(error), Effect.fail(error))
-          })
-        })
-        position = writer.position
-        // Declared migrations this database has not finished run now, batch by batch through its writer.
-        yield* Migrations.runPending({
-          databaseId: id,
-          sql,
-          catalog: operations.catalog,
-          submit: writer.submit,
-          onBatch: (b) => Effect.logInfo("migration batch committed").pipe(Effect.annotateLogs({ database: id, migration: b.migration, batch: b.batch, state: b.state }))
-        })
-        // The activation's one-time statements (install, verification, migrations) are not kept prepared.
-        connection.raw.forget()
-        const compact = Compaction.compact(writer, config.retainedCommits).pipe(
-          Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
-        )
-        // Armed on the store's compaction queue (one fiber for every database), each run forked in
-        // this database's scope (closing it interrupts a run), the next armed once it is done.
-        const scope = yield* Effect.scope
-        const job: { run: Effect.Effect<void> } = { run: Effect.void }
-        const rearm = Effect.flatMap(currentElapsedMillis, (now) =>
-          Effect.sync(() => {
-            if (compactionJobs.get(id) === job) compactions.arm(id, now + compactEveryMillis)
-          })
-        )
-        job.run = Effect.asVoid(Effect.forkIn(Effect.ensuring(Compaction.scheduled(compact, id), rearm), scope))
-        compactionJobs.set(id, job)
-        yield* rearm
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            if (compactionJobs.get(id) !== job) return
-            compactionJobs.delete(id)
-            compactions.disarm(id)
-          })
-        )
-        guards.set(id, okPerTurn(guardFile))
-        trims.set(id, () => {
-          connection.raw.trim()
-          readConnection.raw.trim()
-        })
-        yield* Effect.addFinalizer(() =>
-          Effect.sync(() => {
-            guards.delete(id)
-            trims.delete(id)
-          })
-        )
-        const database: Database = {
-          id,
-          catalog: operations.catalog,
-          // Its @effect/sql face is built when first asked for (see `Connection.Opened.sql`).
-          get reader() {
-            return readConnection.sql
-          },
-          values,
-          submit: writer.submit,
-          position: writer.position,
-          queued: writer.queued,
-          committed: writer.committed,
-          compact
-        }
-        return { database, installed: installed.outcome }
-      }).pipe(Effect.provideService(Reactivity.Reactivity, reactivity))
-
     /** Opens one database in the RcMap entry's scope; everything it opened closes with that scope. */
-    const lookup = (id: DatabaseId): Effect.Effect<Database, ActivationError, Scope.Scope> =>
+    const lookup = (id: DatabaseId) =>
       Effect.gen(function* () {
-        // One file, one writer: a new activation of a file waits until its previous one has closed.
+        const clock = yield* Effect.clock
+        // One file, one writer: a new activation of a file waits until its previous entry has closed.
         for (;;) {
-          const previous = files.get(id)
+          const previous = entries.get(id)
           if (previous === undefined) break
-          yield* Deferred.await(previous)
+          yield* Deferred.await(previous.closed)
         }
-        const closed = Deferred.unsafeMake<void>(FiberId.none)
-        files.set(id, closed)
-        let activated = false
+        const entry = OpenDatabase.make(id, elapsedMillis(clock))
+        entries.set(id, entry)
         // Added first, so it runs last: after the writer, the reader and the file are closed.
         yield* Effect.addFinalizer(() =>
           Effect.gen(function* () {
-            files.delete(id)
-            ready.delete(id)
-            const reason: CloseReason = shuttingDown ? "shutdown" : evicting.has(id) ? "capacity" : "idle"
-            evicting.delete(id)
-            if (usage.get(id)?.users === 0) usage.delete(id)
-            if (activated) {
-              opened.delete(id)
+            if (entries.get(id) === entry) entries.delete(id)
+            entry.ready = false
+            lingers.disarm(entry)
+            idles.disarm(entry)
+            const reason: CloseReason = shuttingDown ? "shutdown" : entry.evicting ? "capacity" : "idle"
+            if (entry.evicting) evicting -= 1
+            if (entry.activated !== undefined) {
+              open -= 1
               yield* Metric.increment(Metric.tagged(evictions, "reason", reason))
               yield* gauge
               // Closed from whichever fiber let it go (an idle timer, a release): none of its request's annotations.
@@ -423,11 +188,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
                 Effect.locally(FiberRef.currentLogAnnotations, HashMap.empty())
               )
             }
-            yield* Deferred.succeed(closed, undefined)
+            yield* Deferred.succeed(entry.closed, undefined)
           })
         )
-        const opening = yield* currentElapsedMillis
-        const { database, installed } = yield* openFile(id).pipe(
+        const opening = elapsedMillis(clock)
+        const activated = yield* OpenDatabase.open(id, { directory, compactions, readerChanged, faulted }).pipe(
+          Effect.provideService(Reactivity.Reactivity, reactivity),
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
             if (Option.isSome(failure) && failure.value instanceof StorageFault) {
@@ -440,16 +206,16 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
             )
           })
         )
-        activated = true
-        opened.add(id)
-        // Removed by the first finalizer the scope runs (before the writer stops).
-        ready.set(id, database)
-        yield* Effect.addFinalizer(() => Effect.sync(() => ready.delete(id)))
+        entry.activated = activated
+        entry.ready = true
+        open += 1
+        // The first finalizer the scope runs (before the writer stops): no more cheap leases.
+        yield* Effect.addFinalizer(() => Effect.sync(() => (entry.ready = false)))
         yield* Metric.increment(activations)
-        yield* Metric.update(activationLatency, (yield* currentElapsedMillis) - opening)
+        yield* Metric.update(activationLatency, elapsedMillis(clock) - opening)
         yield* gauge
-        yield* Effect.logInfo("database activated").pipe(Effect.annotateLogs({ database: id, catalog: installed }))
-        return database
+        yield* Effect.logInfo("database activated").pipe(Effect.annotateLogs({ database: id, catalog: activated.installed }))
+        return entry as Active
       })
 
     // RcMap's own `capacity` refuses a new key when full; ours closes the least recently
@@ -457,11 +223,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     // No idle time of its own (a fiber per idle database): the shared reference is held until the
     // database has been unused for `idleTimeout` (see `idles`), and the last reference closes it.
     const databases = yield* RcMap.make({ lookup })
-    /** How long an unused database keeps its shared reference (see `pins`): a second, or less than the idle timeout. */
+    /** How long an unused database keeps its shared reference (see `pin`): a second, or less than the idle timeout. */
     const pinLinger = Duration.min(Duration.seconds(1), config.idleTimeout)
     const lingerMillis = Duration.toMillis(pinLinger)
     const idleMillis = Duration.toMillis(config.idleTimeout)
-    const compactEveryMillis = Duration.toMillis(config.compactEvery)
 
     // The store's timers, one fiber each whatever the number of open databases. Made after the
     // RcMap, so they are interrupted before it closes every database.
@@ -469,21 +234,21 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * A database whose last user left `pinLinger` ago (each `leave` re-arms it): idle now, its
      * connections give back what they rebuild on next use; it closes `idleTimeout` later unless used.
      */
-    const lingers = yield* Deadlines.make((id: DatabaseId) =>
+    const lingers = yield* Deadlines.make((entry: OpenDatabase.OpenDatabase) =>
       Effect.flatMap(currentElapsedMillis, (now) => {
-        // Closed, or in use again: its users' last `leave` arms the next linger.
-        if (!pins.has(id) || (usage.get(id)?.users ?? 0) > 0) return Effect.void
-        trims.get(id)?.()
-        if (Number.isFinite(idleMillis)) idles.arm(id, now + idleMillis)
+        // Closing, or in use again: its users' last `leave` arms the next linger.
+        if (entry.pin === undefined || entry.users > 0) return Effect.void
+        entry.activated?.trim()
+        if (Number.isFinite(idleMillis)) idles.arm(entry, now + idleMillis)
         return Effect.void
       })
     )
     /** A database unused for `pinLinger` and then `idleTimeout`: its shared reference goes, and it closes. */
-    const idles = yield* Deadlines.make((id: DatabaseId) =>
-      Effect.suspend(() => ((usage.get(id)?.users ?? 0) > 0 ? Effect.void : releasePin(id)))
+    const idles = yield* Deadlines.make((entry: OpenDatabase.OpenDatabase) =>
+      Effect.suspend(() => (entry.users > 0 ? Effect.void : releasePin(entry)))
     )
-    /** Each open database's next compaction (see `openFile`). */
-    const compactions = yield* Deadlines.make((id: DatabaseId) => Effect.suspend(() => compactionJobs.get(id)?.run ?? Effect.void))
+    /** Each open database's next compaction (see `OpenDatabase.open`). */
+    const compactions = yield* Deadlines.make((job: OpenDatabase.CompactionJob) => job.run)
 
     /** A fault found in an open database: reported, and the database closes once its users let go. */
     const faulted = (error: StorageFault) =>
@@ -493,8 +258,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         Effect.forkDaemon(
           Effect.suspend(() => {
             const id = error.databaseId as DatabaseId
+            const entry = entries.get(id)
+            if (entry !== undefined) entry.invalidated = true
             // A lingering shared reference is nobody's: it does not keep a faulted database open.
-            return Effect.zipRight(RcMap.invalidate(databases, id), (usage.get(id)?.users ?? 0) === 0 ? releasePin(id) : Effect.void)
+            return Effect.zipRight(RcMap.invalidate(databases, id), entry !== undefined && entry.users === 0 ? releasePin(entry) : Effect.void)
           })
         )
       )
@@ -505,75 +272,79 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
 
     /** Closes the least recently used idle databases while more than `maxOpenDatabases` are open. */
     const evictOverCapacity = Effect.suspend(() => {
-      const excess = opened.size - evicting.size - config.maxOpenDatabases
+      const excess = open - evicting - config.maxOpenDatabases
       if (excess <= 0) return Effect.void
-      const victims = [...opened]
-        .filter((id) => !evicting.has(id) && (usage.get(id)?.users ?? 0) === 0)
-        .sort((a, b) => (usage.get(a)?.lastUsed ?? 0) - (usage.get(b)?.lastUsed ?? 0))
-        .slice(0, excess)
-      for (const id of victims) evicting.add(id)
-      // Out of the map first, so letting go of a lingering shared reference closes it at once.
-      return Effect.forEach(victims, (id) => Effect.zipRight(RcMap.invalidate(databases, id), releasePin(id)), { discard: true })
+      const victims: Array<OpenDatabase.OpenDatabase> = []
+      for (const entry of entries.values()) {
+        if (entry.activated !== undefined && entry.received && !entry.evicting && entry.users === 0) victims.push(entry)
+      }
+      victims.sort((a, b) => a.lastUsed - b.lastUsed)
+      victims.length = Math.min(victims.length, excess)
+      for (const entry of victims) {
+        entry.evicting = true
+        entry.invalidated = true
+        evicting += 1
+      }
+      // Out of the map first (unless already closing, out of it), so letting go of a lingering shared reference closes it at once.
+      return Effect.forEach(
+        victims,
+        (entry) => Effect.zipRight(entry.ready ? RcMap.invalidate(databases, entry.id) : Effect.void, releasePin(entry)),
+        { discard: true }
+      )
     })
 
-    const enter = (id: DatabaseId, now: number) => {
-      const entry = usage.get(id)
-      if (entry) {
-        entry.users += 1
-        entry.lastUsed = now
-      } else usage.set(id, { users: 1, lastUsed: now })
+    const enter = (entry: OpenDatabase.OpenDatabase, now: number) => {
+      entry.users += 1
+      entry.lastUsed = now
     }
 
-    const use = (id: DatabaseId) => Effect.flatMap(currentElapsedMillis, (now) => Effect.sync(() => enter(id, now)))
-
-    /** One user of `id` left at `now`. */
-    const leave = (id: DatabaseId, now: number): Effect.Effect<void> => {
-      const entry = usage.get(id)
-      if (!entry) return Effect.void
+    /** One user of `entry` left at `now`. */
+    const leave = (entry: OpenDatabase.OpenDatabase, now: number): Effect.Effect<void> => {
       entry.users -= 1
       entry.lastUsed = now
       if (entry.users > 0) return Effect.void
-      if (!opened.has(id)) usage.delete(id)
-      // The last user left: the shared reference lingers (see `pins`) unless nothing may linger; then capacity.
-      return Effect.zipRight(lingerMillis === 0 ? releasePin(id) : linger(id, now), evictOverCapacity)
+      // The last user left: the shared reference lingers (see `pin`) unless nothing may linger; then capacity.
+      return Effect.zipRight(lingerMillis === 0 ? releasePin(entry) : linger(entry, now), evictOverCapacity)
     }
 
-    const unuse = (id: DatabaseId) => Effect.flatMap(currentElapsedMillis, (now) => Effect.suspend(() => leave(id, now)))
+    const unuse = (entry: OpenDatabase.OpenDatabase) => Effect.flatMap(currentElapsedMillis, (now) => Effect.suspend(() => leave(entry, now)))
 
-    /** Drops the shared reference of `id`, if held: with no other reference, the RcMap's idle timer starts. */
-    const releasePin = (id: DatabaseId) =>
+    /** Drops the shared reference of `entry`, if held: with no other reference, the RcMap closes it. */
+    const releasePin = (entry: OpenDatabase.OpenDatabase) =>
       Effect.suspend(() => {
-        const pin = pins.get(id)
+        const pin = entry.pin
         if (pin === undefined) return Effect.void
-        pins.delete(id)
+        entry.pin = undefined
         return Scope.close(pin, Exit.void)
       })
 
     /** Starts (again) the linger of a database whose last user just left at `now`. */
-    const linger = (id: DatabaseId, now: number) =>
+    const linger = (entry: OpenDatabase.OpenDatabase, now: number) =>
       Effect.sync(() => {
-        if (!pins.has(id)) return
-        idles.disarm(id)
-        lingers.arm(id, now + lingerMillis)
+        if (entry.pin === undefined) return
+        idles.disarm(entry)
+        lingers.arm(entry, now + lingerMillis)
       })
 
-    /** Takes the shared reference of a database in use (by the calling activation, so `users` > 0). */
-    const pin = (id: DatabaseId) =>
+    /**
+     * Takes the shared reference of a database in use (by the calling activation, so `users` > 0):
+     * one RcMap reference held for all of its users, so that a caller arriving meanwhile takes the
+     * cheap lease (a counter) instead of an RcMap reference of its own. Never for an entry taken
+     * out of the RcMap (evicted or faulted): a new reference would be a new activation of its file,
+     * waiting for this one to close under its own caller.
+     */
+    const pin = (entry: Active) =>
       Effect.suspend(() => {
-        if (pins.has(id)) return Effect.void
+        if (entry.pin !== undefined || entry.invalidated || faults.has(entry.id)) return Effect.void
         return Effect.flatMap(Scope.make(), (scope) =>
-          Effect.flatMap(Effect.exit(Scope.extend(RcMap.get(databases, id), scope)), (exit) => {
-            if (Exit.isFailure(exit) || pins.has(id) || (usage.get(id)?.users ?? 0) === 0) return Scope.close(scope, Exit.void)
-            pins.set(id, scope)
+          Effect.flatMap(Effect.exit(Scope.extend(RcMap.get(databases, entry.id), scope)), (exit) => {
+            if (Exit.isFailure(exit) || exit.value !== entry || entry.pin !== undefined || entry.users === 0) return Scope.close(scope, Exit.void)
+            entry.pin = scope
             return Effect.void
           })
         )
       })
 
-    /**
-     * The database of `databaseKey`, created and laid out on first use. It stays open
-     * (never closed under its users) until the caller's scope closes.
-     */
     /** The ids of recently activated keys: one digest per key, not per request (bounded). */
     const ids = new Map<DatabaseKey, DatabaseId>()
     const idOf = (databaseKey: DatabaseKey) => {
@@ -590,50 +361,60 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
      * One stat (shared by the requests of one turn of the event loop): a file removed or replaced since
      * it was opened is refused before anything is read or written.
      */
-    const checked = (id: DatabaseId, database: Database): Effect.Effect<Database, ActivationError> =>
+    const checked = (entry: Active): Effect.Effect<Database, ActivationError> =>
       Effect.suspend(() => {
-        const error = guards.get(id)?.()
-        return error === undefined ? Effect.succeed(database) : Effect.zipRight(faulted(error), Effect.fail(refuse(id, error)))
+        const error = entry.activated.guard()
+        return error === undefined ? Effect.succeed(entry.activated.database) : Effect.zipRight(faulted(error), Effect.fail(refuse(entry.id, error)))
       })
 
     /** The first activation of a database by current users: an RcMap reference of its own, then the shared one. */
     const activateSlow = (id: DatabaseId) =>
       Effect.gen(function* () {
-        // Counted before the RcMap reference is taken and released after it is dropped, so
-        // a database with users is never chosen for eviction.
-        yield* Effect.acquireRelease(use(id), () => unuse(id))
-        const database = yield* RcMap.get(databases, id).pipe(
-          // A failed activation is not kept: the next caller tries again.
-          Effect.tapError(() => RcMap.invalidate(databases, id))
+        const entry = yield* Effect.uninterruptibleMask((restore) =>
+          Effect.flatMap(
+            // A failed activation is not kept: the next caller tries again.
+            restore(RcMap.get(databases, id)).pipe(Effect.tapError(() => RcMap.invalidate(databases, id))),
+            // Counted as soon as received (see `received`), and until its RcMap reference is dropped.
+            (entry) =>
+              Effect.flatMap(currentElapsedMillis, (now) => {
+                enter(entry, now)
+                entry.received = true
+                return Effect.as(Effect.addFinalizer(() => unuse(entry)), entry)
+              })
+          )
         )
-        yield* checked(id, database)
-        yield* pin(id)
+        const database = yield* checked(entry)
+        yield* pin(entry)
         yield* evictOverCapacity
         return database
       })
 
     /**
-     * The open database of an id that has users, if any: taken with a counter and one finalizer
-     * (the shared RcMap reference keeps it open), not a reference of its own.
+     * The open database of an id that has users or lingers, if any: taken with a counter and one
+     * finalizer (the shared RcMap reference keeps it open), not a reference of its own.
      */
-    const leaseOpen = (id: DatabaseId, now: number): Database | undefined => {
-      const database = ready.get(id)
-      if (database === undefined || !pins.has(id) || shuttingDown) return undefined
-      enter(id, now)
-      return database
+    const leaseOpen = (id: DatabaseId, now: number): Active | undefined => {
+      const entry = entries.get(id)
+      if (entry === undefined || !entry.ready || entry.pin === undefined || shuttingDown || !isActive(entry)) return undefined
+      enter(entry, now)
+      return entry
     }
 
+    /**
+     * The database of `databaseKey`, created and laid out on first use. It stays open
+     * (never closed under its users) until the caller's scope closes.
+     */
     const activate = (databaseKey: DatabaseKey): Effect.Effect<Database, ActivationError, Scope.Scope> =>
       Effect.suspend((): Effect.Effect<Database, ActivationError, Scope.Scope> => {
         const id = idOf(databaseKey)
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
-          const database = leaseOpen(id, elapsedMillis(clock))
-          if (database === undefined) return restore(activateSlow(id))
+          const entry = leaseOpen(id, elapsedMillis(clock))
+          if (entry === undefined) return restore(activateSlow(id))
           return Effect.zipRight(
-            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, unuse(id))),
-            restore(checked(id, database))
+            Effect.flatMap(Effect.scope, (scope) => Scope.addFinalizer(scope, unuse(entry))),
+            restore(checked(entry))
           )
         }))
       }).pipe(activateSpan)
@@ -651,12 +432,12 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
-          const database = leaseOpen(id, elapsedMillis(clock))
-          if (database === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
+          const entry = leaseOpen(id, elapsedMillis(clock))
+          if (entry === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
           return Effect.ensuring(
-            restore(Effect.flatMap(checked(id, database).pipe(activateSpan), f)),
-            // `unuse(id)` with the clock at hand.
-            Effect.suspend(() => leave(id, elapsedMillis(clock)))
+            restore(Effect.flatMap(checked(entry).pipe(activateSpan), f)),
+            // `unuse(entry)` with the clock at hand.
+            Effect.suspend(() => leave(entry, elapsedMillis(clock)))
           )
         }))
       })
@@ -678,7 +459,21 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       withDatabase,
       check,
       /** Opaque ids of the open databases (for health and tests). */
-      open: Effect.sync(() => [...opened])
+      open: Effect.sync(() => {
+        const opened: Array<DatabaseId> = []
+        for (const entry of entries.values()) if (entry.activated !== undefined) opened.push(entry.id)
+        return opened
+      }),
+      /**
+       * What the store holds for databases (for tests): once a database has closed, none of it is its
+       * (its entry gone, none of its deadlines armed); only a fault it had stays, refusing its id.
+       */
+      tracked: Effect.sync((): Tracked => ({
+        entries: entries.size,
+        lingers: lingers.size(),
+        idles: idles.size(),
+        compactions: compactions.size()
+      }))
     } as const
   }),
   // The registry is the data directory's lock: every assembly of the store takes it.

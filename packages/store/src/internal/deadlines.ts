@@ -15,6 +15,8 @@ export interface Deadlines<K> {
   readonly arm: (key: K, at: number) => void
   /** Drops the key's deadline, if any. */
   readonly disarm: (key: K) => void
+  /** How many keys are armed (for tests: a closed database leaves none behind). */
+  readonly size: () => number
 }
 
 /**
@@ -60,6 +62,7 @@ export const make = <K>(onDue: (key: K) => Effect.Effect<void>): Effect.Effect<D
           w()
         }
       },
-      disarm: (key) => void queue.delete(key)
+      disarm: (key) => void queue.delete(key),
+      size: () => queue.size
     }
   })
