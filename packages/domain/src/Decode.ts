@@ -7,9 +7,6 @@
 import { Effect, Either, ParseResult, Schema, SchemaAST } from "effect"
 import type { Issue } from "./PublicError.js"
 import * as Redaction from "./Redaction.js"
-import { nestedParse } from "./NestedParse.js"
-import { plainParse } from "./PlainParse.js"
-import { strictParse } from "./StrictParse.js"
 
 /** Most failing places listed in one error; the rest are counted in one summary issue. */
 export const maxIssues = 20
@@ -169,14 +166,7 @@ export const decodeStrict = <A, I, E>(
   const decodeFirst = Schema.decodeUnknown(schema, strictFirst)
   // The usual case, synchronously: a valid input costs no effect of its own (anything else,
   // including a schema that is not synchronous, takes the path below, which answers as before).
-  // A schema the nested parser compiles is answered by it; one it does not (a field decoded by
-  // code of its own, such as a date), or an input it is unsure of, by the strict parse, which a
-  // flat struct answers through its cheaper lenient parse where that cannot differ.
-  const quick = nestedParse(
-    schema.ast,
-    strictFirst,
-    strictParse(schema.ast, Schema.decodeUnknownEither(schema, strictFirst), plainParse(schema.ast, Schema.decodeUnknownEither(schema, { errors: "first" })))
-  )
+  const quick = Schema.decodeUnknownEither(schema, strictFirst)
   const decodeAll = Schema.decodeUnknown(schema, { onExcessProperty: "error", errors: "all" })
   return (input: unknown): Effect.Effect<A, E> =>
     Effect.suspend(() => {

@@ -13,7 +13,6 @@
  */
 import { Effect, type Either, type ParseResult, Schema } from "effect"
 import { isSummaryIssue, issuesOf } from "@cairn/domain/Decode"
-import { nestedParse } from "@cairn/domain/NestedParse"
 import { Comparison, ComparisonOp, type Filter, FilterOp, IsNull, SetMembership, SetOp } from "@cairn/domain/QueryDocument"
 import { InvalidQuery, type Issue, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { summarizeIssues } from "@cairn/domain/RequestDecoders"
@@ -28,10 +27,10 @@ type NodeDecoder = (node: unknown) => Either.Either<unknown, ParseResult.ParseEr
 
 /**
  * One node's strict decoder by its `op`, each built once: exactly the members of `Filter`, children
- * left to the walk. A well-formed node is answered by the compiled parser, anything else by Effect's.
+ * left to the walk.
  */
 const nodeDecoders = (() => {
-  const strictly = (schema: Schema.Schema<any, any>): NodeDecoder => nestedParse(schema.ast, strict, Schema.decodeUnknownEither(schema, strict))
+  const strictly = (schema: Schema.Schema<any, any>): NodeDecoder => Schema.decodeUnknownEither(schema, strict)
   const comparison = strictly(Comparison)
   const set = strictly(SetMembership)
   const decoders = new Map<string, NodeDecoder>([

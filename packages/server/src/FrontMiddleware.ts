@@ -5,12 +5,11 @@
  * status, duration and id; never tokens, query strings or payloads.
  */
 import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
-import { Cause, Clock, Context, Effect, Exit, type Fiber, FiberRef, FiberRefs, HashMap, Option, Tracer } from "effect"
+import { Cause, Context, Effect, Exit, type Fiber, FiberRef, FiberRefs, HashMap, Option, Tracer } from "effect"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
 import { Correlation, requestIdHeader } from "./Correlation.js"
 import * as FrontMetrics from "./FrontMetrics.js"
 import { frontError, payloadTooLarge } from "./internal/frontError.js"
-import { logInfoWith } from "./internal/logInfoWith.js"
 import { Limits } from "./Limits.js"
 
 /** Label for requests no route matched: the raw path is caller text and is never logged. */
@@ -122,21 +121,21 @@ export const FrontMiddleware = HttpLayerRouter.middleware(
           const finish = (status: number) =>
             Effect.gen(function* () {
               const millis = Math.round((yield* currentElapsedMillis) - started)
-              // The log line's timestamp is wall time.
-              const now = yield* Clock.currentTimeMillis
               yield* FrontMetrics.recordRequest(route(), status, millis)
               // One structured line per request: fields a JSON or logfmt logger prints as keys.
               const matched = route()
-              yield* logInfoWith(`${request.method} ${matched} ${status} ${millis}ms`, {
-                requestId,
-                method: request.method,
-                route: matched,
-                status,
-                durationMs: millis,
-                traceId: span.traceId,
-                invocationId: correlation.invocationId,
-                outcome: correlation.outcome
-              }, new Date(now))
+              yield* Effect.logInfo(`${request.method} ${matched} ${status} ${millis}ms`).pipe(
+                Effect.annotateLogs({
+                  requestId,
+                  method: request.method,
+                  route: matched,
+                  status,
+                  durationMs: millis,
+                  traceId: span.traceId,
+                  ...(correlation.invocationId !== undefined ? { invocationId: correlation.invocationId } : {}),
+                  ...(correlation.outcome !== undefined ? { outcome: correlation.outcome } : {})
+                })
+              )
             })
 
           const answer = Effect.gen(function* () {

@@ -12,10 +12,8 @@ import {
   Effect,
   Either,
   Exit,
-  type Fiber,
   FiberId,
   FiberRef,
-  type FiberRefs,
   HashMap,
   Metric,
   MetricBoundaries,
@@ -29,7 +27,6 @@ import {
 } from "effect"
 import { Inaccessible, type InvocationConflict, OperationRejected } from "@cairn/domain/PublicError"
 import { InternalError } from "@cairn/domain/InternalError"
-import { plainParse } from "@cairn/domain/PlainParse"
 import { type InvocationId } from "@cairn/domain/Ids"
 import { Overloaded } from "@cairn/domain/Overloaded"
 import { type Principal } from "@cairn/domain/Principal"
@@ -167,19 +164,6 @@ const nextTurn = Effect.async<void>((resume) => {
   return Effect.sync(() => clearImmediate(handle))
 })
 
-/**
- * Puts back the fiber refs `fiber` has now, run by the fiber itself between two invocations of its
- * group: each handler starts from the same fiber refs (as it did with a fiber of its own), whatever
- * the one before it set. Effect's runtime fiber does this in one assignment (`setFiberRefs`, not in
- * its public type); `Effect.setFiberRefs` sets each ref in turn (a copy of the whole map for each,
- * ~20 per invocation), so it is only the fallback.
- */
-const refsRestorer = (fiber: Fiber.RuntimeFiber<unknown, unknown>): Effect.Effect<void> => {
-  const refs = fiber.getFiberRefs()
-  const direct = (fiber as unknown as { readonly setFiberRefs?: (refs: FiberRefs.FiberRefs) => void }).setFiberRefs
-  return typeof direct === "function" ? Effect.sync(() => direct.call(fiber, refs)) : Effect.setFiberRefs(refs)
-}
-
 /** How long a group waits at most for more invocations while they keep arriving. */
 const lingerMillis = 2
 
@@ -196,7 +180,7 @@ const encoders = new WeakMap<CompiledOperation, (output: unknown) => Effect.Effe
 const encoderOf = (op: CompiledOperation): ((output: unknown) => Effect.Effect<unknown>) => {
   let encode = encoders.get(op)
   if (encode === undefined) {
-    const encodeSync = plainParse(op.output.ast, Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>))
+    const encodeSync = Schema.encodeUnknownEither(op.output as Schema.Schema<unknown, unknown>)
     const encodeAsync = Schema.encodeUnknown(op.output as Schema.Schema<unknown, unknown>)
     // As read back from its stored JSON; an output JSON cannot hold is the handler's defect.
     const stored = (encoded: unknown): Effect.Effect<unknown> => {
@@ -375,7 +359,11 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
          * continuation touches nothing once the group gave up on it (see below).
          */
         const decideRest = Effect.withFiberRuntime<void>((fiber) => {
-          const restoreRefs = refsRestorer(fiber)
+          // Puts back the refs the fiber has now, in one assignment: each handler starts from the same
+          // refs (as with a fiber of its own), whatever the one before it set, including refs it set first
+          // (`Effect.setFiberRefs` would set each captured ref in turn and leave those).
+          const refs = fiber.getFiberRefs()
+          const restoreRefs = Effect.updateFiberRefs(() => refs)
           const loop: Effect.Effect<void> = Effect.suspend(() => {
             while (next < items.length) {
               const { invocation } = items[next]!

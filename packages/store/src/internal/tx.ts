@@ -4,8 +4,6 @@
  * write is folded into the invocation's change list (first before, last after).
  */
 import { Effect, Either, Option, type ParseResult, Schema } from "effect"
-import { plainParse } from "@cairn/domain/PlainParse"
-import { strictParse } from "@cairn/domain/StrictParse"
 import { uuidV7 as newId } from "@cairn/domain/Uuid"
 import type { Catalog, CompiledEntity } from "@cairn/catalog/Catalog"
 import * as Layout from "../Layout.js"
@@ -50,12 +48,8 @@ const buildStatements = (catalog: Catalog): ReadonlyMap<string, Statements> =>
         entity.name,
         {
           entity,
-          decodeRecord: plainParse(record.ast, Schema.decodeUnknownEither(record)) as Statements["decodeRecord"],
-          encodeRecord: strictParse(
-            record.ast,
-            Schema.encodeUnknownEither(record, { onExcessProperty: "error" }),
-            plainParse(record.ast, Schema.encodeUnknownEither(record))
-          ) as Statements["encodeRecord"],
+          decodeRecord: Schema.decodeUnknownEither(record) as Statements["decodeRecord"],
+          encodeRecord: Schema.encodeUnknownEither(record, { onExcessProperty: "error" }) as Statements["encodeRecord"],
           columns,
           select: `SELECT ${list} FROM ${table} WHERE "id" = ?`,
           insert: `INSERT INTO ${table} (${list}) VALUES (${columns.map(() => "?").join(", ")})`,

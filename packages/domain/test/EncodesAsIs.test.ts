@@ -1,9 +1,8 @@
-// `strictParse` answers exactly as the strict parse (values and errors) over random inputs, and
-// takes the lenient parse only where the option cannot matter.
+// `encodesAsIs` says a schema encodes what it decoded as is only when it does (then `Mutate` skips the encode).
 import { assert, describe, it } from "@effect/vitest"
-import { Either, ParseResult, Schema } from "effect"
+import { Either, Schema } from "effect"
 import fc from "fast-check"
-import { encodesAsIs, strictParse } from "@cairn/domain/StrictParse"
+import { encodesAsIs } from "@cairn/domain/EncodesAsIs"
 
 const Shallow = Schema.Struct({
   id: Schema.String,
@@ -46,35 +45,7 @@ const cases: ReadonlyArray<readonly [Schema.Schema<any, any>, fc.Arbitrary<unkno
   [Schema.Array(Shallow), fc.array(shallowInput, { maxLength: 2 })]
 ]
 
-const answer = (result: Either.Either<unknown, ParseResult.ParseError>) =>
-  Either.isRight(result) ? { value: result.right } : { error: ParseResult.TreeFormatter.formatErrorSync(result.left) }
-
-describe("strictParse", () => {
-  it("answers as the strict parse, decoding and encoding", () => {
-    for (const [schema, input] of cases) {
-      for (const direction of ["decode", "encode"] as const) {
-        const parse = direction === "decode" ? Schema.decodeUnknownEither : Schema.encodeUnknownEither
-        const strict = parse(schema, { onExcessProperty: "error" })
-        const parser = strictParse(schema.ast, strict, parse(schema))
-        fc.assert(fc.property(input, (u) => assert.deepStrictEqual(answer(parser(u)), answer(strict(u)))), { numRuns: 300 })
-      }
-    }
-  })
-
-  it("takes the lenient parse only for a struct without structs inside, on input without unexpected keys", () => {
-    const calls: Array<string> = []
-    const parserOf = (schema: Schema.Schema<any, any>) =>
-      strictParse(schema.ast, () => calls.push("strict"), () => calls.push("lenient"))
-    parserOf(Shallow)({ id: "a", title: "t", status: "open" })
-    parserOf(Shallow)({ id: "a", title: "t", status: "open", extra: 1 })
-    parserOf(Shallow)({ id: "a", [Symbol.for("extra")]: 1 })
-    parserOf(Shallow)(["id"])
-    parserOf(Nested)({ id: "a" })
-    parserOf(UnionOfStructs)({ id: "a" })
-    parserOf(WithIndex)({ id: "a" })
-    assert.deepStrictEqual(calls, ["lenient", "strict", "strict", "strict", "strict", "strict", "strict"])
-  })
-
+describe("encodesAsIs", () => {
   it("says a schema encodes what it decoded as is only when it does", () => {
     let checked = 0
     for (const [schema, input] of cases) {
