@@ -14,7 +14,7 @@ import { join } from "node:path"
 import { ConfigProvider, Effect } from "effect"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { Settings, settingsConfig } from "@cairn/server/Settings"
+import { Settings, settingsConfig } from "@cairn/server/operations/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 
 const ROUNDS = 3

@@ -14,7 +14,7 @@ import { ConfigProvider, Effect, Layer, Logger, LogLevel, Scope, Exit } from "ef
 import { v7 as uuidv7 } from "uuid"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { onLoopback, Settings } from "@cairn/server/Settings"
+import { onLoopback, Settings } from "@cairn/server/operations/Settings"
 import { freePort } from "@cairn/testkit/freePort"
 import { trackerDeployment } from "@cairn/tracker/application"
 import { App } from "../../apps/server/src/App.js"

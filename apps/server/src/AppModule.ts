@@ -6,7 +6,7 @@
 import { isAbsolute, resolve } from "node:path"
 import { pathToFileURL } from "node:url"
 import { Data, Effect, Option } from "effect"
-import { type DeploymentDefinition } from "@cairn/server/Deployment"
+import { type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 
 /** The name of the export `--app` modules provide. */
 export const exportName = "deployment"

@@ -10,8 +10,8 @@ import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { demoClientId } from "@cairn/devauth/DevAuthServer"
 import { devIssuerUrl } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { externalIssuer } from "@cairn/server/FallbackIssuer"
-import { Settings } from "@cairn/server/Settings"
+import { externalIssuer } from "@cairn/server/auth/FallbackIssuer"
+import { Settings } from "@cairn/server/operations/Settings"
 import { Effect, Layer, Option } from "effect"
 
 const web = (file: string) => fileURLToPath(new URL(`../web/${file}`, import.meta.url))

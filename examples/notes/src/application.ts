@@ -4,7 +4,7 @@
  * `teams`: one database per verified `org`, shared by the team's members. A token says
  * which with its verified `cairn_db` claim (`personal` or `teams`); nothing else can.
  */
-import { type DeploymentDefinition } from "@cairn/server/Deployment"
+import { type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 import { notesHandlers } from "./handlers.js"
 import { notes } from "./notes.js"
 import { notesPolicy } from "./policy.js"

@@ -1,8 +1,8 @@
 /** Serves the notes example with the same `App` as the tracker: `npm start -w @cairn/example-notes`. */
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
-import { Settings } from "@cairn/server/Settings"
-import { launch } from "@cairn/server/Startup"
+import { Settings } from "@cairn/server/operations/Settings"
+import { launch } from "@cairn/server/operations/Startup"
 import { App } from "@cairn/server-app/App"
 import { notesDeployment } from "./application.js"
 

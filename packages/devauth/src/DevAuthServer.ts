@@ -12,8 +12,8 @@ import type { Client, KoaContextWithOIDC } from "oidc-provider"
 import { accessScopes } from "@cairn/domain/AccessScope"
 import { Context, Data, Effect, Layer, Option, Runtime } from "effect"
 import { DevIssuer, devIssuer } from "./DevIssuer.js"
-import { externalIssuer } from "@cairn/server/FallbackIssuer"
-import { Settings } from "@cairn/server/Settings"
+import { externalIssuer } from "@cairn/server/auth/FallbackIssuer"
+import { Settings } from "@cairn/server/operations/Settings"
 
 /** Refused to start: the development authorization server never runs in production. */
 export class DevAuthServerError extends Data.TaggedError("DevAuthServerError")<{ readonly message: string }> {}

@@ -5,9 +5,9 @@
  * and the server's base URL in the data directory (`DevToken.issuerRecordPath`) for `cairn token`.
  */
 import { renameSync, rmSync, writeFileSync } from "node:fs"
-import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
-import { IdentityConfigError } from "@cairn/server/IdentityLive"
-import { Settings } from "@cairn/server/Settings"
+import { FallbackIssuer } from "@cairn/server/auth/FallbackIssuer"
+import { IdentityConfigError } from "@cairn/server/auth/IdentityLive"
+import { Settings } from "@cairn/server/operations/Settings"
 import { Effect, Layer, Scope } from "effect"
 import { devIssuer, devIssuerUrl, devKeyPath } from "./DevIssuer.js"
 import { isAlive, type IssuerRecord, issuerRecordPath, readIssuerRecord } from "./DevToken.js"

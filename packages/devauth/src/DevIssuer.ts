@@ -9,7 +9,7 @@ import { chmodSync, existsSync, linkSync, mkdirSync, readFileSync, unlinkSync, w
 import { join } from "node:path"
 import { calculateJwkThumbprint, exportJWK, generateKeyPair, importJWK, type JWK, SignJWT } from "jose"
 import { Clock, Config, Context, Data, Effect, Layer } from "effect"
-import { Settings } from "@cairn/server/Settings"
+import { Settings } from "@cairn/server/operations/Settings"
 import { devKeyPath } from "./DevToken.js"
 
 /** The development issuer cannot start (production stage) or its key file is unusable. */

@@ -6,9 +6,9 @@
  */
 import type { CallToolResult } from "@modelcontextprotocol/sdk/types.js"
 import { type PublicError, toPublicBody } from "@cairn/domain/PublicError"
-import { type DataPlaneShape } from "@cairn/server/DataPlane"
-import { CurrentTransport } from "@cairn/server/EngineMetrics"
-import { type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server/Refusal"
+import { type DataPlaneShape } from "@cairn/server/engine/DataPlane"
+import { CurrentTransport } from "@cairn/server/engine/EngineMetrics"
+import { type EngineError, isRefusal, type Refusal, scrubDefects } from "@cairn/server/engine/Refusal"
 import type { Principal } from "@cairn/domain/Principal"
 import { Effect } from "effect"
 import type { ToolName } from "./McpTools.js"

@@ -5,7 +5,7 @@
  * the list is refused with a JSON-RPC error naming the accepted versions.
  */
 import { SUPPORTED_PROTOCOL_VERSIONS } from "@modelcontextprotocol/sdk/types.js"
-import { OperatorSettings } from "@cairn/server/OperatorSettings"
+import { OperatorSettings } from "@cairn/server/operations/OperatorSettings"
 import { Effect, Option } from "effect"
 
 /** The accepted versions, or a startup failure naming the ones the SDK does not implement. */

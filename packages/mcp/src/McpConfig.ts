@@ -2,8 +2,8 @@
  * What the MCP endpoint needs beyond the server settings: the authorization servers it
  * advertises to clients (the issuers identity trusts) and the request body limit.
  */
-import { externalIssuer, FallbackIssuer } from "@cairn/server/FallbackIssuer"
-import { limitsConfig } from "@cairn/server/Limits"
+import { externalIssuer, FallbackIssuer } from "@cairn/server/auth/FallbackIssuer"
+import { limitsConfig } from "@cairn/server/http/Limits"
 import { Context, Effect, Layer, Option } from "effect"
 
 export interface McpConfigShape {

@@ -4,7 +4,7 @@
  * public address; the challenges pointing clients here are written by the bearer gate.
  */
 import { accessScopes } from "@cairn/domain/AccessScope"
-import { resourceMetadataUrl } from "@cairn/server/BearerGate"
+import { resourceMetadataUrl } from "@cairn/server/http/BearerGate"
 
 /** The resource identifier tokens must name as their audience. */
 export const resourceUrl = (baseUrl: string): string => `${baseUrl}/mcp`

@@ -4,7 +4,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Effect } from "effect"
 import { trackerDeployment } from "@cairn/testkit/fixture/application"
-import { Deployment } from "../src/Deployment.js"
+import { Deployment } from "../src/engine/Deployment.js"
 
 describe("Deployment", () => {
   it.effect("accepts several database deployments and keeps their order", () =>

@@ -3,7 +3,7 @@
 // by name, once, when the deployment is assembled at startup.
 import { assert, describe, it } from "@effect/vitest"
 import { Policy } from "@cairn/policy"
-import { Deployment, invisibleDefinitions, invisibleWarning } from "@cairn/server/Deployment"
+import { Deployment, invisibleDefinitions, invisibleWarning } from "@cairn/server/engine/Deployment"
 import { trackerDeployment } from "@cairn/testkit/fixture/application"
 import { Effect, Layer, Logger, LogLevel } from "effect"
 

@@ -4,8 +4,8 @@
 import { assert, describe, it } from "@effect/vitest"
 import { DescribeLimits } from "@cairn/catalog/Describe"
 import { ConfigProvider, Effect, Exit, Layer } from "effect"
-import { exposureGuard, ExposureGuardLive, isPublic } from "../src/ExposureGuard.js"
-import { Settings, settingsConfig } from "../src/Settings.js"
+import { exposureGuard, ExposureGuardLive, isPublic } from "../src/auth/ExposureGuard.js"
+import { Settings, settingsConfig } from "../src/operations/Settings.js"
 
 const run = (env: Record<string, string>) =>
   Effect.gen(function* () {

@@ -11,13 +11,13 @@ import { accessScopes } from "@cairn/domain/AccessScope"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Principal } from "@cairn/domain/Principal"
 import { QueryLimits } from "@cairn/query/QueryLimits"
-import { DataPlane } from "@cairn/server/DataPlane"
-import { Deployment } from "@cairn/server/Deployment"
-import { EngineLimitsLive } from "@cairn/server/EngineLimits"
-import { FallbackIssuer } from "@cairn/server/FallbackIssuer"
-import { IdentityConfigError, IdentityLive } from "@cairn/server/IdentityLive"
-import { Settings, type SettingsShape } from "@cairn/server/Settings"
-import { TestHookRoutes } from "@cairn/server/TestHooks"
+import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { Deployment } from "@cairn/server/engine/Deployment"
+import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
+import { FallbackIssuer } from "@cairn/server/auth/FallbackIssuer"
+import { IdentityConfigError, IdentityLive } from "@cairn/server/auth/IdentityLive"
+import { Settings, type SettingsShape } from "@cairn/server/operations/Settings"
+import { TestHookRoutes } from "@cairn/server/operations/TestHooks"
 import { SyncConfig } from "@cairn/sync/SyncConfig"
 import { trackerDeployment } from "@cairn/testkit/fixture/application"
 import { Effect, Layer, Redacted } from "effect"
@@ -50,7 +50,7 @@ export const hooksWithoutGuard: Layer.Layer<never, unknown, Settings | import("@
 
 // Identity without a decision about a missing CAIRN_ISSUER.
 // @ts-expect-error IdentityLive needs a FallbackIssuer (the development one, or none)
-export const identityWithoutFallback: Layer.Layer<import("@cairn/server/Identity").Identity, unknown, Settings | Deployment> = IdentityLive
+export const identityWithoutFallback: Layer.Layer<import("@cairn/server/auth/Identity").Identity, unknown, Settings | Deployment> = IdentityLive
 
 describe("fail closed", () => {
   it.scoped("the engine with every guard and budget builds and enforces them", () =>

@@ -1,7 +1,7 @@
 // `CAIRN_ISSUER` is read through one value: trimmed, and none when unset or blank.
 import { assert, describe, it } from "@effect/vitest"
 import { ConfigProvider, Effect, Option } from "effect"
-import { externalIssuer } from "../src/FallbackIssuer.js"
+import { externalIssuer } from "../src/auth/FallbackIssuer.js"
 
 const read = (env: Record<string, string>) => externalIssuer.pipe(Effect.withConfigProvider(ConfigProvider.fromMap(new Map(Object.entries(env)))))
 

@@ -4,7 +4,7 @@ import { assert, describe, it } from "@effect/vitest"
 import { Overloaded } from "@cairn/domain/Overloaded"
 import { InvalidQuery } from "@cairn/domain/PublicError"
 import { Cause, Effect, Exit, FiberId, Schema } from "effect"
-import { InsufficientScope, refusalOfCause, ServedError, Unavailable } from "../src/Refusal.js"
+import { InsufficientScope, refusalOfCause, ServedError, Unavailable } from "../src/engine/Refusal.js"
 
 const encodeExit = Schema.encodeSync(Schema.Exit({ success: Schema.Void, failure: ServedError, defect: Schema.Defect }))
 

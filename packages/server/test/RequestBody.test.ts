@@ -7,7 +7,7 @@ import { HttpIncomingMessage, HttpServerRequest, HttpServerResponse } from "@eff
 import { NodeHttpServer } from "@effect/platform-node"
 import { describe, expect, it } from "@effect/vitest"
 import { Deferred, Effect, Either, Option } from "effect"
-import { bodyText } from "@cairn/server/RequestBody"
+import { bodyText } from "@cairn/server/http/RequestBody"
 
 type Reader = "bodyText" | "platform"
 

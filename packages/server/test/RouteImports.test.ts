@@ -1,6 +1,6 @@
 // Transports are adapters: a route authenticates, calls the one engine (`DataPlane`) and maps its
 // typed answer to its wire. Checked over the import graph of every route module (`*Routes.ts`,
-// `*Gate.ts` of the server and MCP packages) and the transport-side modules they reach: none may
+// `*Gate.ts` of the server's `http/` folder and of the MCP package) and the transport-side modules they reach: none may
 // import store, query, policy or sync, whose rules only the engine applies. The walk stops at the
 // engine's own modules, which are the one place those packages are used.
 import { existsSync, readdirSync, readFileSync } from "node:fs"
@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url"
 import { assert, describe, it } from "@effect/vitest"
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
-const sources = [join(root, "packages/server/src"), join(root, "packages/mcp/src")]
+const sources = [join(root, "packages/server/src/http"), join(root, "packages/mcp/src")]
 
 /** The engine: the modules behind `DataPlane`, where store, query, policy and sync are used. */
 const engine = new Set(["DataPlane.ts", "Objects.ts", "DatabasesLive.ts", "Deployment.ts", "EngineLimits.ts", "CatalogGuard.ts", "PolicyGuard.ts"])

@@ -5,7 +5,7 @@ import { RpcSerialization } from "@effect/rpc"
 import { describe, expect, it } from "@effect/vitest"
 import { Effect } from "effect"
 import fc from "fast-check"
-import { type Framing, readEnvelope } from "@cairn/server/RpcEnvelope"
+import { type Framing, readEnvelope } from "@cairn/server/http/RpcEnvelope"
 
 const decoderOf = (framing: Framing) =>
   Effect.runSync(

@@ -3,8 +3,8 @@
 // explicitly set, known non-production stage, and every refusal of a flag that is set is
 // logged with its reason.
 import { describe, expect, it } from "@effect/vitest"
-import { decide } from "@cairn/server/TestHooks"
-import { settingsConfig } from "@cairn/server/Settings"
+import { decide } from "@cairn/server/operations/TestHooks"
+import { settingsConfig } from "@cairn/server/operations/Settings"
 import { ConfigProvider, Effect } from "effect"
 import { startFront } from "./FrontStack.js"
 

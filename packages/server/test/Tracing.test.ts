@@ -1,7 +1,7 @@
 // The exporting tracer's wrapper: attributes and failures pass the redaction rule before the
 // exporter sees them, and head sampling drops a whole trace (root and children) at ratio 0.
 import { assert, describe, it } from "@effect/vitest"
-import { redacting } from "@cairn/server/Tracing"
+import { redacting } from "@cairn/server/operations/Tracing"
 import { Cause, Effect, Exit, Tracer } from "effect"
 
 interface Exported {

@@ -14,7 +14,7 @@ import { HttpLayerRouter, HttpMiddleware, HttpServerRequest, HttpServerResponse 
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import Database from "better-sqlite3"
 import { Effect, Layer } from "effect"
-import { bodyText } from "@cairn/server/RequestBody"
+import { bodyText } from "@cairn/server/http/RequestBody"
 import { freePort } from "@cairn/testkit/freePort"
 
 // The raw server's own file (its path is the one argument), read-only: the same rows it reads.

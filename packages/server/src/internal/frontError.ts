@@ -1,7 +1,7 @@
 /** Builds the front's JSON refusals (the `FrontErrorBody` contract of `@cairn/domain`). */
 import { HttpServerResponse } from "@effect/platform"
 import type { FrontErrorBody } from "@cairn/domain/FrontError"
-import { requestIdHeader } from "../Correlation.js"
+import { requestIdHeader } from "../engine/Correlation.js"
 
 export const frontError = (status: number, body: FrontErrorBody, headers: Record<string, string> = {}) =>
   HttpServerResponse.unsafeJson(body, {

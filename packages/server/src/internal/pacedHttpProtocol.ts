@@ -12,8 +12,8 @@
  */
 import { type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
-import { bodyText } from "../RequestBody.js"
-import { ParsedEnvelope } from "../RpcEnvelope.js"
+import { bodyText } from "../http/RequestBody.js"
+import { ParsedEnvelope } from "../http/RpcEnvelope.js"
 import { RpcMessage, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Chunk, Effect, Mailbox, Option, Scope, Stream } from "effect"
 import { writeNow } from "./writeNow.js"

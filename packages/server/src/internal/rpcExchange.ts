@@ -14,8 +14,8 @@
 import { Headers, type HttpApp, type HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Rpc, type RpcGroup, RpcMessage, type RpcMiddleware, RpcSchema, RpcSerialization } from "@effect/rpc"
 import { type Cause, type Context, Effect, Either, Exit, Option, ParseResult, Schema } from "effect"
-import { bodyText } from "../RequestBody.js"
-import { ParsedEnvelope } from "../RpcEnvelope.js"
+import { bodyText } from "../http/RequestBody.js"
+import { ParsedEnvelope } from "../http/RpcEnvelope.js"
 
 interface Schemas {
   readonly decode: (payload: unknown) => Either.Either<unknown, ParseResult.ParseError>

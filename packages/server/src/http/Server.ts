@@ -6,10 +6,10 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import { HttpLayerRouter, HttpMiddleware, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import { Effect, Layer, Option } from "effect"
-import { Deployment } from "./Deployment.js"
+import { Deployment } from "../engine/Deployment.js"
 import { HealthRoute } from "./Health.js"
-import { OperatorSettings } from "./OperatorSettings.js"
-import { Settings } from "./Settings.js"
+import { OperatorSettings } from "../operations/OperatorSettings.js"
+import { Settings } from "../operations/Settings.js"
 
 /** Routes every deployment serves, whatever else it adds. */
 export const CoreRoutes = Layer.mergeAll(HealthRoute)

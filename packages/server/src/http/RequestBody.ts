@@ -15,8 +15,8 @@ import { IncomingMessage } from "node:http"
 import { HttpIncomingMessage, HttpServerError, type HttpServerRequest } from "@effect/platform"
 import * as NodeHttpServerRequest from "@effect/platform-node/NodeHttpServerRequest"
 import { Effect, Either, Option } from "effect"
-import { Correlation } from "./Correlation.js"
-import { payloadTooLarge } from "./internal/frontError.js"
+import { Correlation } from "../engine/Correlation.js"
+import { payloadTooLarge } from "../internal/frontError.js"
 
 type Outcome = Either.Either<string, HttpServerError.RequestError>
 

@@ -10,10 +10,10 @@ import { rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { HttpLayerRouter, HttpServerResponse } from "@effect/platform"
 import { Effect, Layer } from "effect"
-import { DataPlane } from "./DataPlane.js"
-import { Identity } from "./Identity.js"
+import { DataPlane } from "../engine/DataPlane.js"
+import { Identity } from "../auth/Identity.js"
 import { refuseOtherMethods } from "./MethodNotAllowed.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 const writable = (dir: string): boolean => {
   const probe = join(dir, `.ready-${randomBytes(6).toString("hex")}`)

@@ -10,11 +10,11 @@ import { createLocalJWKSet, createRemoteJWKSet, decodeJwt, errors, type JWK, typ
 import { Clock, Config, Data, Effect, Layer, Option, Redacted } from "effect"
 import { Principal } from "@cairn/domain/Principal"
 import { hotSpan } from "@cairn/domain/HotSpan"
-import { type DatabaseDeployment, databaseKeyOf, defaultSelectorClaim, Deployment } from "./Deployment.js"
+import { type DatabaseDeployment, databaseKeyOf, defaultSelectorClaim, Deployment } from "../engine/Deployment.js"
 import { externalIssuer, FallbackIssuer } from "./FallbackIssuer.js"
 import { Identity, type IdentityShape, type Resource, Unauthorized } from "./Identity.js"
 import { isLoopbackHost } from "./Loopback.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 /** Where an issuer's verification keys come from. */
 export type KeySource =

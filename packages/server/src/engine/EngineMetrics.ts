@@ -4,7 +4,7 @@
  * ambient label each route sets (`CurrentTransport`); labels are closed sets, never ids or text.
  */
 import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, Stream } from "effect"
-import { labelled } from "./FrontMetrics.js"
+import { labelled } from "../operations/FrontMetrics.js"
 
 export type TransportName = "rpc" | "sync" | "mcp" | "internal"
 

@@ -14,11 +14,11 @@ import { Effect, Layer, Option, Schema } from "effect"
 import { type QueryResult } from "@cairn/domain/Query"
 import { DescribeResult } from "@cairn/domain/Describe"
 import { Receipt } from "@cairn/domain/Receipt"
-import { DataPlane } from "./DataPlane.js"
+import { DataPlane } from "../engine/DataPlane.js"
 import { answerRpc, DbAuthentication, dbGate } from "./DbGate.js"
-import * as RpcExchange from "./internal/rpcExchange.js"
-import { OperatorSettings } from "./OperatorSettings.js"
-import { type Refusal, refusalOfCause, ServedError } from "./Refusal.js"
+import * as RpcExchange from "../internal/rpcExchange.js"
+import { OperatorSettings } from "../operations/OperatorSettings.js"
+import { type Refusal, refusalOfCause, ServedError } from "../engine/Refusal.js"
 
 export const rpcPath = dataRpcPath
 

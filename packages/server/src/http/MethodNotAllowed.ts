@@ -5,8 +5,8 @@
  */
 import { type HttpLayerRouter, type HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Effect } from "effect"
-import { Correlation } from "./Correlation.js"
-import { frontError } from "./internal/frontError.js"
+import { Correlation } from "../engine/Correlation.js"
+import { frontError } from "../internal/frontError.js"
 
 /** The methods a route is registered under (HEAD is served by a path's GET route). */
 export type Method = "GET" | "POST" | "PUT" | "PATCH" | "DELETE" | "OPTIONS"

@@ -5,10 +5,10 @@
  */
 import { HttpLayerRouter } from "@effect/platform"
 import { Effect, Layer, Option } from "effect"
-import { Correlation } from "./Correlation.js"
+import { Correlation } from "../engine/Correlation.js"
 import { dbGate } from "./DbGate.js"
-import { frontError } from "./internal/frontError.js"
-import { OperatorSettings } from "./OperatorSettings.js"
+import { frontError } from "../internal/frontError.js"
+import { OperatorSettings } from "../operations/OperatorSettings.js"
 import { refuseOtherMethods, routable } from "./MethodNotAllowed.js"
 import { rpcPath, RpcRoutes } from "./RpcRoutes.js"
 import { syncPath, SyncRoutes } from "./SyncRoutes.js"

@@ -8,7 +8,7 @@ import { positiveInteger } from "@cairn/domain/PositiveSetting"
 import { Config, Data, Effect, Layer, Option } from "effect"
 import { externalIssuer, issuerSetting } from "./FallbackIssuer.js"
 import { isLoopbackHost } from "./Loopback.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 export class ExposureRefused extends Data.TaggedError("ExposureRefused")<{ readonly message: string }> {}
 

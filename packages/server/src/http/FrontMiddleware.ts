@@ -7,9 +7,9 @@
 import { FileSystem, HttpIncomingMessage, HttpLayerRouter, HttpTraceContext, HttpServerError, HttpServerRequest, HttpServerResponse } from "@effect/platform"
 import { Cause, Context, Effect, Exit, type Fiber, FiberRef, FiberRefs, HashMap, Option, Tracer } from "effect"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
-import { Correlation, requestIdHeader } from "./Correlation.js"
-import * as FrontMetrics from "./FrontMetrics.js"
-import { frontError, payloadTooLarge } from "./internal/frontError.js"
+import { Correlation, requestIdHeader } from "../engine/Correlation.js"
+import * as FrontMetrics from "../operations/FrontMetrics.js"
+import { frontError, payloadTooLarge } from "../internal/frontError.js"
 import { Limits } from "./Limits.js"
 
 /** Label for requests no route matched: the raw path is caller text and is never logged. */

@@ -35,7 +35,7 @@ import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
 import { type Download, type FileError, Objects, type Uploaded, type UploadRequest } from "./Objects.js"
 import { type EngineError, InsufficientScope, type InternalFailure, internalFailure, missingScope, scrubDefects, Unavailable } from "./Refusal.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 /** The engine's verbs, by name (logs and metrics). */
 export type Verb = "describe" | "query" | "mutate" | "snapshot" | "changes"

@@ -9,7 +9,7 @@ import type { AddressInfo } from "node:net"
 import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option, Runtime } from "effect"
-import { commonJs } from "./internal/commonJs.js"
+import { commonJs } from "../internal/commonJs.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
 const loadOtel = async () => ({

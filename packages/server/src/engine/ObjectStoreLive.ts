@@ -8,7 +8,7 @@
 import { join } from "node:path"
 import { makeFilesystem, ObjectStore } from "@cairn/store/ObjectStore"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 const s3Config = Config.all({
   bucket: Config.string("CAIRN_S3_BUCKET"),

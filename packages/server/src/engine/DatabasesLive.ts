@@ -9,7 +9,7 @@ import { StoreConfig, storeConfig } from "@cairn/store/StoreConfig"
 import { Effect, Layer } from "effect"
 import { Deployment } from "./Deployment.js"
 import { PolicyGuardLive } from "./PolicyGuard.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 /** The store's settings (`CAIRN_SQLITE_*`, `CAIRN_WRITER_*`, ...), in the data directory the server settings name. */
 const StoreConfigLive = Layer.effect(

@@ -22,12 +22,12 @@ import { type Blob, ObjectStore, type Range } from "@cairn/store/ObjectStore"
 import { Chunk, Clock, Data, Deferred, Duration, Effect, FiberId, Metric, Option, Schedule, Schema, Stream } from "effect"
 import { Deployment } from "./Deployment.js"
 import { FileQuota, overQuotaMessage, type QuotaRefusal, tooManyUnfinishedMessage } from "./FileQuota.js"
-import { readPartial, readPartials, sweepUploads, uploadDirectory, uploadsRoot } from "./internal/uploadArea.js"
+import { readPartial, readPartials, sweepUploads, uploadDirectory, uploadsRoot } from "../internal/uploadArea.js"
 import { ObjectLimits } from "./ObjectLimits.js"
 import { ObjectStoreLive } from "./ObjectStoreLive.js"
 import { makeResumable } from "./ResumableUploads.js"
 import { FileRefused, fileHttpStatusOf, Unavailable } from "./Refusal.js"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 /** The one answer for a file the caller cannot download: absent, another database's, or only in records hidden from them. */
 export const noSuchFile = new Inaccessible({

@@ -8,7 +8,7 @@ import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from "n
 import { join } from "node:path"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { Config, Effect, Layer, Option, Redacted } from "effect"
-import { Settings } from "./Settings.js"
+import { Settings } from "../operations/Settings.js"
 
 const loadOrCreate = (dataDir: string): Effect.Effect<Redacted.Redacted<string>> =>
   Effect.sync(() => {
