@@ -7,7 +7,7 @@ import { type ConfigError, Console, Effect, Layer } from "effect"
 import { type HttpLayerRouter } from "@effect/platform"
 import { type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 import { Settings } from "@cairn/server/operations/Settings"
-import { launch } from "@cairn/server/operations/Startup"
+import { launch } from "@cairn/server/Startup"
 import { App } from "./App.js"
 
 export const serveDeployment = (definition: DeploymentDefinition, pages?: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter>): Effect.Effect<void> =>

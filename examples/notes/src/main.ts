@@ -2,7 +2,7 @@
 import { NodeRuntime } from "@effect/platform-node"
 import { Console, Effect, Layer } from "effect"
 import { Settings } from "@cairn/server/operations/Settings"
-import { launch } from "@cairn/server/operations/Startup"
+import { launch } from "@cairn/server/Startup"
 import { App } from "@cairn/server-app/App"
 import { notesDeployment } from "./application.js"
 

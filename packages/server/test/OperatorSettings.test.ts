@@ -1,7 +1,7 @@
 // Operator settings for routes, observability and sampling are read and checked at startup with
 // every other setting: bad values are listed together, by name; good ones parse as documented.
 import { assert, describe, it } from "@effect/vitest"
-import { describeConfigError, allSettings } from "@cairn/server/operations/Startup"
+import { describeConfigError, allSettings } from "@cairn/server/Startup"
 import { operatorSettingsConfig } from "@cairn/server/operations/OperatorSettings"
 import { ConfigProvider, Effect, Option } from "effect"
 

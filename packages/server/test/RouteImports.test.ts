@@ -49,3 +49,26 @@ describe("route modules import only the engine and contracts", () => {
     assert.deepStrictEqual(violations, [])
   })
 })
+
+describe("the server's folders import one way", () => {
+  // operations ← engine ← auth ← http: no folder imports one that imports it (no cycles between them).
+  const allowed: Readonly<Record<string, ReadonlyArray<string>>> = {
+    operations: ["internal"],
+    engine: ["operations", "internal"],
+    auth: ["engine", "operations", "internal"],
+    http: ["auth", "engine", "operations", "internal"]
+  }
+  it("each folder imports only the folders below it", () => {
+    const src = join(root, "packages/server/src")
+    const violations: Array<string> = []
+    for (const [folder, below] of Object.entries(allowed)) {
+      for (const file of readdirSync(join(src, folder)).filter((f) => f.endsWith(".ts"))) {
+        for (const specifier of importsOf(join(src, folder, file))) {
+          const other = /^\.\.\/([a-z]+)\//.exec(specifier)?.[1]
+          if (other !== undefined && !below.includes(other)) violations.push(`${folder}/${file} imports ${specifier}`)
+        }
+      }
+    }
+    assert.deepStrictEqual(violations, [])
+  })
+})

@@ -9,12 +9,12 @@ import { queryLimitsConfig } from "@cairn/query/QueryLimits"
 import { storeConfig } from "@cairn/store/StoreConfig"
 import { syncConfig } from "@cairn/sync/SyncConfig"
 import { Cause, Config, ConfigError, Data, Effect, Layer, Logger, Option } from "effect"
-import { EscapedErrors } from "./EscapedErrors.js"
-import { corsOriginsConfig } from "../http/CorsOrigins.js"
-import { limitsConfig } from "../http/Limits.js"
-import { loggerFor } from "./LogFormat.js"
-import { operatorSettingsConfig } from "./OperatorSettings.js"
-import { settingsConfig } from "./Settings.js"
+import { EscapedErrors } from "./operations/EscapedErrors.js"
+import { corsOriginsConfig } from "./http/CorsOrigins.js"
+import { limitsConfig } from "./http/Limits.js"
+import { loggerFor } from "./operations/LogFormat.js"
+import { operatorSettingsConfig } from "./operations/OperatorSettings.js"
+import { settingsConfig } from "./operations/Settings.js"
 
 /** Every setting read through `Config` at startup, together, so that their problems accumulate. */
 export const allSettings = Config.all([
