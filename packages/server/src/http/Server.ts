@@ -5,7 +5,7 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http"
 import { HttpLayerRouter, HttpMiddleware, HttpServer } from "@effect/platform"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
-import { Effect, Layer, Option } from "effect"
+import { Effect, Layer, Option, Runtime } from "effect"
 import { Deployment } from "../engine/Deployment.js"
 import { HealthRoute } from "./Health.js"
 import { OperatorSettings } from "../operations/OperatorSettings.js"
@@ -91,9 +91,14 @@ const answerBeforeClosing = (req: IncomingMessage, res: ServerResponse) => {
   } as ServerResponse["writeHead"]
 }
 
-const createFrontServer = () => {
+const createFrontServer = (runtime: Runtime.Runtime<never>) => () => {
   const server = createServer()
   server.prependListener("request", answerBeforeClosing)
+  // Before it listens, the platform answers a failure to bind; after, an 'error' (a failed accept)
+  // would be unheard and exit the process: it is logged instead.
+  server.on("error", (error) => {
+    if (server.listening) Runtime.runFork(runtime)(Effect.logError("the HTTP listener failed", error))
+  })
   return server
 }
 
@@ -114,7 +119,7 @@ export const serve = <E, R>(routes: Layer.Layer<never, E, R>) =>
   Layer.merge(platformSpans(HttpLayerRouter.serve(Layer.mergeAll(CoreRoutes, routes), { disableListenLog: true, disableLogger: true })), announce).pipe(
     Layer.provideMerge(
       Layer.unwrapEffect(
-        Effect.map(Settings, (s) => NodeHttpServer.layer(createFrontServer, { port: s.port, host: s.host }))
+        Effect.zipWith(Settings, Effect.runtime<never>(), (s, runtime) => NodeHttpServer.layer(createFrontServer(runtime), { port: s.port, host: s.host }))
       )
     )
   )
