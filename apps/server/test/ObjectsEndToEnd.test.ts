@@ -272,6 +272,9 @@ describe(`object storage (${name})`, () => {
 
       const okBefore = yield* counter(app, "cairn_object_uploads_total", { outcome: "ok" })
       const refusedBefore = yield* counter(app, "cairn_object_uploads_total", { outcome: "payload_too_large" })
+      // The engine times every verb, files included, by transport and outcome (a closed set).
+      const verb = (outcome: string) => counter(app, "cairn_engine_verb_duration_ms", { transport: "files", verb: "upload", outcome })
+      const verbBefore = { ok: yield* verb("ok"), refused: yield* verb("file_refused"), scope: yield* verb("insufficient_scope") }
       const tooBig = yield* upload(app, alice, Buffer.alloc(1001, 1))
       assert.strictEqual(tooBig.status, 413)
       assert.strictEqual(tooBig.json.error, "payload_too_large")
@@ -293,6 +296,10 @@ describe(`object storage (${name})`, () => {
       // Uploads are counted by outcome.
       assert.strictEqual((yield* counter(app, "cairn_object_uploads_total", { outcome: "ok" })) - okBefore, 3)
       assert.strictEqual((yield* counter(app, "cairn_object_uploads_total", { outcome: "payload_too_large" })) - refusedBefore, 2)
+      assert.deepStrictEqual(
+        { ok: (yield* verb("ok")) - verbBefore.ok, refused: (yield* verb("file_refused")) - verbBefore.refused, scope: (yield* verb("insufficient_scope")) - verbBefore.scope },
+        { ok: 3, refused: 4, scope: 1 }
+      )
     })
   )
 

@@ -238,6 +238,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const uploadVerb = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileVerbError> =>
       Effect.scoped(Effect.flatMap(admitFile("upload", principal), (database) => objects.upload(database.id, request))).pipe(
         scrubDefects("upload"),
+        EngineMetrics.instrument("upload"),
         Effect.withSpan("DataPlane.upload")
       )
 
@@ -245,19 +246,19 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const downloadVerb = (principal: Principal, objectId: string, range: string | undefined): Effect.Effect<Download, FileVerbError> =>
       Effect.scoped(
         Effect.flatMap(admitFile("download", principal), (database) => objects.download(policy.view(principal), database, objectId, range))
-      ).pipe(scrubDefects("download"), Effect.withSpan("DataPlane.download"))
+      ).pipe(scrubDefects("download"), EngineMetrics.instrument("download"), Effect.withSpan("DataPlane.download"))
 
     /** A short-lived signed link to `objectId` for the caller, if they can see it now. */
     const linkVerb = (principal: Principal, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, FileVerbError> =>
       Effect.scoped(
         Effect.flatMap(admitFile("link", principal), (database) => objects.link(principal, policy.view(principal), database, objectId))
-      ).pipe(scrubDefects("link"), Effect.withSpan("DataPlane.link"))
+      ).pipe(scrubDefects("link"), EngineMetrics.instrument("link"), Effect.withSpan("DataPlane.link"))
 
     /** One request of the resumable upload protocol (TUS 1.0), in the caller's open database. */
     const resumableVerb = (principal: Principal, request: Request): Effect.Effect<Response, FileVerbError> =>
       Effect.scoped(
         Effect.flatMap(admitFile("resumable", principal), (database) => Effect.promise(() => objects.resumable.handle(principal, database.id, request)))
-      ).pipe(scrubDefects("resumable"), Effect.withSpan("DataPlane.resumable"))
+      ).pipe(scrubDefects("resumable"), EngineMetrics.instrument("resumable"), Effect.withSpan("DataPlane.resumable"))
 
     return {
       describe: describeVerb,

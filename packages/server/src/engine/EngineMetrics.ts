@@ -6,7 +6,7 @@
 import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, Stream } from "effect"
 import { labelled } from "../operations/FrontMetrics.js"
 
-export type TransportName = "rpc" | "sync" | "mcp" | "internal"
+export type TransportName = "rpc" | "sync" | "mcp" | "files" | "internal"
 
 /** Which way in the current call came; the routes set it, anything else is `internal`. */
 export class CurrentTransport extends Context.Reference<CurrentTransport>()("@cairn/server/EngineMetrics/CurrentTransport", {

@@ -18,6 +18,7 @@ import { type CorsRoute, objectsCors, resumableCors } from "./CorsOrigins.js"
 import { frontError } from "../internal/frontError.js"
 import { methodNotAllowed, refuseOtherMethods } from "./MethodNotAllowed.js"
 import { DataPlane, type FileVerbError } from "../engine/DataPlane.js"
+import { CurrentTransport } from "../engine/EngineMetrics.js"
 import { fileHttpStatusOf } from "../engine/Refusal.js"
 import { resumablePath } from "../engine/ResumableUploads.js"
 
@@ -67,7 +68,7 @@ const routes = Effect.gen(function* () {
         const admitted = yield* Effect.either(gate.authenticate(request, "db"))
         if (admitted._tag === "Left") return HttpServerResponse.setHeaders(admitted.left, gate.cors(request))
         const principal = admitted.right
-        const response = yield* Effect.catchAll(f(principal, request), (refusal) => refuse(principal, refusal))
+        const response = yield* Effect.catchAll(f(principal, request), (refusal) => refuse(principal, refusal)).pipe(Effect.provideService(CurrentTransport, "files"))
         return HttpServerResponse.setHeaders(response, gate.cors(request))
       })
 
@@ -123,7 +124,8 @@ const routes = Effect.gen(function* () {
       // A signed link stands for its principal: the policy is checked for them now.
       return yield* plane.linkPrincipal(id, link).pipe(
         Effect.flatMap((principal) => Effect.catchAll(download(principal, request, id), (refusal) => refuse(principal, refusal))),
-        Effect.catchAll((refusal) => Effect.map(Correlation.id, (requestId) => frontError(404, { error: "not_found", message: refusal.message, requestId })))
+        Effect.catchAll((refusal) => Effect.map(Correlation.id, (requestId) => frontError(404, { error: "not_found", message: refusal.message, requestId }))),
+        Effect.provideService(CurrentTransport, "files")
       )
     })
 
