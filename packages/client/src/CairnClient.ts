@@ -11,6 +11,7 @@ import { type DescribeRequest, type DescribeResult } from "@cairn/domain/Describ
 import { FrontErrorBody } from "@cairn/domain/FrontError"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type PublicError } from "@cairn/domain/PublicError"
+import { latest } from "@cairn/domain/Position"
 import { type QueryRequest, type QueryResult } from "@cairn/domain/Query"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { Context, Effect, Layer, Option, Redacted, Schema } from "effect"
@@ -71,10 +72,20 @@ const make = Effect.gen(function* () {
         )
       )
     )
+  /**
+   * Read your writes across servers: the latest position this client has seen (a receipt's, a
+   * page's basis) goes with each query as `atLeast` unless the request names its own, so a
+   * query after a mutate never reads a copy older than that mutate, whichever server answers.
+   */
+  let seen: string | undefined
+  const see = (position: string | undefined) => Effect.sync(() => (seen = latest(seen, position)))
   return CairnClient.of({
     describe: (request) => run(rpc.Describe(request)),
-    query: (request) => run(rpc.Query(request)),
-    mutate: (request) => run(rpc.Mutate(request))
+    query: (request) =>
+      run(rpc.Query(request.atLeast === undefined && seen !== undefined ? { ...request, atLeast: seen } : request)).pipe(
+        Effect.tap((result) => see(result.basis.position))
+      ),
+    mutate: (request) => run(rpc.Mutate(request)).pipe(Effect.tap((receipt) => see(receipt.position)))
   })
 })
 

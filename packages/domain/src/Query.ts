@@ -1,9 +1,15 @@
 /** `query`: one QueryDocumentV1 against the caller's database, with safe continuation. */
 import { Schema } from "effect"
+import { PositionText } from "./Position.js"
 import { QueryDocumentV1 } from "./QueryDocument.js"
 
 export const QueryRequest = Schema.Struct({
   ifCatalog: Schema.optional(Schema.String),
+  /**
+   * Read your writes: a position from a receipt, a result's basis or a sync checkpoint. The
+   * answer is read at that position or later, whichever process serves it.
+   */
+  atLeast: Schema.optional(PositionText),
   query: QueryDocumentV1
 }).annotations({ identifier: "QueryRequest" })
 export type QueryRequest = typeof QueryRequest.Type

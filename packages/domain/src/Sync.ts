@@ -4,6 +4,7 @@
  * cursor tells the client whose facts it holds, so it never merges another principal's.
  */
 import { Schema } from "effect"
+import { PositionText } from "./Position.js"
 import { Filter } from "./QueryDocument.js"
 import { Row } from "./Query.js"
 import { EntityRef, Name } from "./References.js"
@@ -52,7 +53,9 @@ export const SnapshotRequest = Schema.Struct({
   ifCatalog: Schema.optional(Schema.String),
   scope: SyncScope,
   /** The `next` of the previous page; omit it to start a snapshot. */
-  after: Schema.optional(Schema.String)
+  after: Schema.optional(Schema.String),
+  /** Read your writes: a position from a receipt or checkpoint; the snapshot is taken at it or later. */
+  atLeast: Schema.optional(PositionText)
 }).annotations({ identifier: "SnapshotRequest" })
 export type SnapshotRequest = typeof SnapshotRequest.Type
 

@@ -128,7 +128,10 @@ const queryTool: Tool = {
     "Answers rows (keyed by your select names), basis, and a cursor when more rows exist: resend with page.after = cursor.",
     errorsLine
   ].join(" "),
-  inputSchema: inputSchemaOf(QueryRequest, { ifCatalog }),
+  inputSchema: inputSchemaOf(QueryRequest, {
+    ifCatalog,
+    atLeast: "Position from a receipt: read at or after it."
+  }),
   annotations: { readOnlyHint: true, idempotentHint: true, openWorldHint: false }
 }
 
