@@ -9,6 +9,12 @@ import { type DatabaseId } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type * as Writer from "./Writer.js"
 
+/**
+ * What reads need of a database: the owner's open file, or a followed copy of it (a replica). Reads
+ * (query, snapshot, live changes, downloads) take this, never the writer.
+ */
+export type ReadableDatabase = Pick<Database, "id" | "catalog" | "reader" | "values" | "position" | "committed">
+
 /** An open database. Valid while the scope it was activated in is open. */
 export interface Database {
   /** Opaque id (a digest of the key): safe for logs and metrics, never public. */

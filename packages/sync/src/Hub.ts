@@ -39,7 +39,7 @@ import { syncBatchJson, syncChangesJson, resnapshot, type ResnapshotReason, type
 import type { Scalar } from "@cairn/domain/QueryDocument"
 import type { Lookup } from "@cairn/policy/Evaluate"
 import { Log } from "@cairn/store"
-import { type Database } from "@cairn/store/Databases"
+import { type ReadableDatabase } from "@cairn/store/Database"
 import { Deferred, Effect, Exit, FiberId, type Scope, Stream } from "effect"
 import { makeLookups, makeRanges, rangeKey, type Replayed, type Shared } from "./internal/caches.js"
 import { narrowingOf, readsThrough, replay, replayBySubject, type ReplayResult, replaySync } from "./internal/replay.js"
@@ -159,7 +159,7 @@ const stepOf = (checkpointAt: (position: number) => SyncCheckpoint, position: nu
  * The hub of `database`: its watcher and worker run in the scope (the `RcMap` entry's), and
  * are interrupted when it closes.
  */
-export const make = (database: Database, config: SyncConfigShape): Effect.Effect<Hub, never, Scope.Scope> =>
+export const make = (database: ReadableDatabase, config: SyncConfigShape): Effect.Effect<Hub, never, Scope.Scope> =>
   Effect.gen(function* () {
     /** The newest position the writer published. */
     let position = yield* database.committed.get

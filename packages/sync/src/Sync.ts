@@ -13,7 +13,7 @@ import { hotSpan } from "@cairn/domain/HotSpan"
 import { type DatabaseId } from "@cairn/domain/Ids"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
-import { type Database } from "@cairn/store/Databases"
+import { type ReadableDatabase } from "@cairn/store/Database"
 import { Effect, Metric, Option, RcMap, Stream } from "effect"
 import * as Hub from "./Hub.js"
 import { narrowingOf, stateAtStart } from "./internal/replay.js"
@@ -36,9 +36,9 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
      * One hub per open database, held by each of its changes streams while it runs: the hub,
      * its fibers and the caches its streams share close with the database's last stream.
      */
-    const hubs = yield* RcMap.make({ lookup: (database: Database) => Hub.make(database, config) })
+    const hubs = yield* RcMap.make({ lookup: (database: ReadableDatabase) => Hub.make(database, config) })
 
-    const bindingOf = (principal: Principal, view: View, database: Database, scope: ResolvedScope) =>
+    const bindingOf = (principal: Principal, view: View, database: ReadableDatabase, scope: ResolvedScope) =>
       Effect.map(
         database.reader.unsafe<{ readonly installed_at: string }>(`SELECT installed_at FROM ${Log.installTable} WHERE id = 1`),
         (found): SyncCursor.Binding => ({
@@ -52,13 +52,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
 
     /** One page of a snapshot of `request.scope`, as the principal may see it. */
     // A span without a captured stack: every snapshot page passes here.
-    const snapshot = (principal: Principal, view: View, database: Database, request: SnapshotRequest) =>
+    const snapshot = (principal: Principal, view: View, database: ReadableDatabase, request: SnapshotRequest) =>
       hotSpan("Sync.snapshot")(snapshotBody(principal, view, database, request))
 
     const snapshotBody = Effect.fnUntraced(function* (
       principal: Principal,
       view: View,
-      database: Database,
+      database: ReadableDatabase,
       request: SnapshotRequest
     ) {
       // `request.ifCatalog` was checked by the engine (`DataPlane`) before the database was opened.
@@ -168,7 +168,7 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     const changes = (
       principal: Principal,
       view: View,
-      database: Database,
+      database: ReadableDatabase,
       request: ChangesRequest
     ): Stream.Stream<SyncMessage, PublicError> =>
       Stream.unwrapScoped(
