@@ -159,11 +159,11 @@ export const rows = (context: Context.Context<Databases>, text: string, database
 export const fileState = (filename: string) =>
   Effect.scoped(
     Effect.gen(function* () {
-      const sql = yield* SqliteClient.make({ filename, readonly: true })
+      const sql = yield* SqliteClient.make({ filename })
       const read = (text: string) => Effect.orDie(sql.unsafe<Record<string, unknown>>(text))
       return {
         counters: yield* read(`SELECT * FROM "Counter" ORDER BY id`),
-        commits: yield* read(`SELECT position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, committed_at FROM _cairn_commits ORDER BY position`),
+        commits: yield* read(`SELECT position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at FROM _cairn_commits ORDER BY position`),
         receipts: yield* read(`SELECT * FROM _cairn_receipts ORDER BY invocation_id`)
       }
     })
