@@ -2,6 +2,7 @@ import { rmSync, statSync, existsSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
 import { afterAll, beforeAll } from "vitest"
+import { SqlClient } from "@effect/sql"
 import { Cause, Context, Effect, Exit, Layer, Option } from "effect"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { type Receipt } from "@cairn/domain/Receipt"
@@ -11,7 +12,7 @@ import { ObjectStore, type ObjectStoreShape } from "@cairn/store/ObjectStore"
 import * as Position from "@cairn/store/Position"
 import * as ArchiveReader from "@cairn/cluster/archive/ArchiveReader"
 import type { MutateRequest } from "@cairn/domain/Mutate"
-import { archiveRows, catalog, fileState, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir } from "./support/archive.js"
+import { archiveRows, catalog, evolvedCatalog, fileState, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir } from "./support/archive.js"
 import type * as PgArchive from "@cairn/cluster/archive/PgArchive"
 
 const unavailable = postgresUnavailable()
@@ -62,8 +63,16 @@ const workload = (store: Context.Context<Databases>, count: number) =>
     return { requests, answers, states } satisfies Run
   })
 
-const withStore = <A, E>(options: { dataDir: string; objects: ObjectStoreShape; url: string; settings?: Partial<PgArchive.ArchiveSettings> }, f: (store: Context.Context<Databases>) => Effect.Effect<A, E>) =>
-  Effect.scoped(Effect.flatMap(Layer.build(storeLayer({ dataDir: options.dataDir, objects: options.objects, pgUrl: options.url, settings: options.settings ?? {} })), f))
+const withStore = <A, E>(
+  options: { dataDir: string; objects: ObjectStoreShape; url: string; settings?: Partial<PgArchive.ArchiveSettings>; evolved?: boolean },
+  f: (store: Context.Context<Databases>) => Effect.Effect<A, E>
+) =>
+  Effect.scoped(
+    Effect.flatMap(
+      Layer.build(storeLayer({ dataDir: options.dataDir, objects: options.objects, pgUrl: options.url, settings: options.settings ?? {}, evolved: options.evolved ?? false })),
+      f
+    )
+  )
 
 const takeover = (settings: Partial<PgArchive.ArchiveSettings>, count: number) =>
   Effect.gen(function* () {
@@ -148,7 +157,7 @@ describe.skipIf(unavailable !== undefined)("archive: takeover, point in time", (
       a.segments.forEach((s, i) => i > 0 && assert.strictEqual(s.from, a.segments[i - 1]!.to))
     }))
 
-  it.scopedLive("a clean close leaves the file trusted: reopened as is, caught up when behind, rebuilt after a crash", () =>
+  it.scopedLive("a clean close leaves the file trusted: reopened as is, caught up when behind, rebuilt after a crash or when its file is gone", () =>
     Effect.gen(function* () {
       const url = freshDatabase()
       const objects = filesystemStore(yield* tempDir())
@@ -175,5 +184,45 @@ describe.skipIf(unavailable !== undefined)("archive: takeover, point in time", (
       const rebuilt = yield* withStore({ dataDir: mine, objects, url }, (store) => rows(store, `SELECT count, done FROM "Counter"`))
       assert.deepStrictEqual(rebuilt, [{ count: 11, done: 1 }])
       assert.notStrictEqual(inode(), first)
+      // Its file gone while the registry still knows it: not a storage fault here, rebuilt from the archive.
+      rmSync(fileOf(mine))
+      rmSync(join(mine, "databases", `${id}.archive.json`), { force: true })
+      const again = yield* withStore({ dataDir: mine, objects, url }, (store) => rows(store, `SELECT count, done FROM "Counter"`))
+      assert.deepStrictEqual(again, [{ count: 11, done: 1 }])
+    }))
+
+  it.scopedLive("an activation whose install changed the catalog snapshots the file: later segments share its install; takeover and PITR still hold", () =>
+    Effect.gen(function* () {
+      const url = freshDatabase()
+      const objects = filesystemStore(yield* tempDir())
+      const mine = yield* tempDir()
+      const pgc = yield* Layer.build(pgLayer(url))
+      const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+      const target = yield* withStore({ dataDir: mine, objects, url }, (store) =>
+        Effect.flatMap(mutate(store, request("create", { name: "a" })), (r) =>
+          Effect.as(mutate(store, request("bump", { by: 2 }, (r.output as { readonly id: string }).id)), (r.output as { readonly id: string }).id)
+        )
+      )
+      // The same directory, a newer catalog: the kept file is updated by its install, then snapshotted at the head.
+      yield* withStore({ dataDir: mine, objects, url, evolved: true }, (store) =>
+        Effect.zipRight(mutate(store, request("create", { name: "b", note: "new field" })), mutate(store, request("bump", { by: 3 }, target)))
+      )
+      const a = yield* archiveRows(id).pipe(Effect.provide(pgc))
+      assert.deepStrictEqual(a.snapshots.map((s) => [s.seq, s.position]), [[0, 0], [2, 2]])
+      const manifests = yield* Effect.flatMap(SqlClient.SqlClient, (sql) => sql<{ readonly manifest: string }>`SELECT manifest FROM cairn_archive_snapshots WHERE db_id = ${id} ORDER BY seq`).pipe(
+        Effect.provide(pgc),
+        Effect.orDie
+      )
+      const tokens = manifests.map((m) => JSON.parse(m.manifest).catalogToken)
+      assert.deepStrictEqual(tokens, [(yield* catalog).token, (yield* evolvedCatalog).token])
+      // Taken over with the newer catalog on a fresh directory: everything is there, the new field too.
+      const rebuilt = yield* withStore({ dataDir: yield* tempDir(), objects, url, evolved: true }, (store) =>
+        rows(store, `SELECT name, count, note FROM "Counter" ORDER BY name`)
+      )
+      assert.deepStrictEqual(rebuilt, [{ name: "a", count: 5, note: null }, { name: "b", count: 0, note: "new field" }])
+      // A point before the change: the old snapshot, read with the newer catalog.
+      const into = join(yield* tempDir(), "p1.sqlite")
+      yield* ArchiveReader.materialize({ databaseId: id, catalog: yield* evolvedCatalog, into, position: 1 }).pipe(Effect.provide(archive), Effect.orDie)
+      assert.deepStrictEqual((yield* fileState(into)).counters.map((c) => [c.name, c.count]), [["a", 0]])
     }))
 })

@@ -11,10 +11,10 @@ import type { Readable } from "node:stream"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlClient, SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Effect, Option, Schema } from "effect"
+import { Clock, Effect, Option, Schema } from "effect"
 import type { Catalog } from "@cairn/catalog/Catalog"
 import { ArchiveFailed, namespaceOf } from "@cairn/store/Archive"
-import { installIdOf } from "@cairn/store/Install"
+import { install, installIdOf } from "@cairn/store/Install"
 import { ObjectStore } from "@cairn/store/ObjectStore"
 import { Head, heads, Int, SegmentRow, segments, SnapshotRow, snapshots } from "./ArchiveTables.js"
 import * as Segment from "./Segment.js"
@@ -150,6 +150,12 @@ const removeFile = (path: string) => {
   for (const suffix of ["", "-wal", "-shm", "-journal"]) rmSync(path + suffix, { force: true })
 }
 
+/** Installs `catalog` on a file being built (its install id kept); a catalog that cannot read it is `diverged`. */
+export const installCatalog = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: string) =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => install(sql, catalog, databaseId, new Date(now).toISOString(), randomUUID())).pipe(
+    Effect.mapError((e) => (e._tag === "IncompatibleCatalog" ? diverged(e) : unavailable(e)))
+  )
+
 /**
  * Builds the database file of `databaseId` at `into`: the newest snapshot at or before the target
  * position, then the segments after it (before images checked) up to the target, in a temp file
@@ -180,6 +186,9 @@ export const materialize = (options: MaterializeOptions): Effect.Effect<Material
         Effect.gen(function* () {
           // A snapshot is in rollback-journal mode (as `VACUUM INTO` writes it); it stays so until opened by the store.
           const sql = yield* SqliteClient.make({ filename: temp, disableWAL: true }).pipe(Effect.mapError(unavailable))
+          // The deployment's catalog first (as `Restore` does): the segments are applied to its layout,
+          // whichever install wrote them (catalog changes are additive, or refused here).
+          yield* installCatalog(sql, catalog, databaseId)
           const position = yield* sql.withTransaction(Segment.apply(sql, catalog, contents, snap.position, target)).pipe(
             Effect.catchTag("SqlError", (e) => Effect.fail(unavailable(e)))
           )

@@ -207,6 +207,7 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
           const position = yield* lastPosition(file).pipe(Effect.mapError(unavailable))
           const installId = yield* installIdOf(file).pipe(Effect.mapError(unavailable))
           if (position !== sidecar.position || Option.getOrUndefined(installId) !== head.install_id) return false
+          yield* ArchiveReader.installCatalog(file, claim.catalog, claim.databaseId)
           const reached = yield* file.withTransaction(Segment.apply(file, claim.catalog, contents, position)).pipe(
             Effect.catchTag("SqlError", (e) => Effect.fail(unavailable(e)))
           )
@@ -344,30 +345,27 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
             const seq = state.seq + 1
             const bytes = Segment.encode(Segment.fromGroup(claim.databaseId, state.generation, seq, group))
             const blob = yield* store.put(namespaceOf(claim.databaseId), Stream.make(bytes), bytes.byteLength).pipe(Effect.mapError(unavailable))
-            const moved = yield* sql.withTransaction(
-              Effect.gen(function* () {
-                const updated = yield* sql`UPDATE ${sql(heads)} SET seq = seq + 1, position = ${group.to}, updated_at = now()
-                  WHERE db_id = ${claim.databaseId} AND epoch = ${state.epoch} AND seq = ${state.seq} RETURNING seq`
-                if (updated.length === 0) return false
-                yield* sql`INSERT INTO ${sql(segments)} ${sql.insert({
-                  db_id: claim.databaseId,
-                  generation: state.generation,
-                  seq,
-                  first_position: group.from,
-                  last_position: group.to,
-                  sha256: blob.sha256,
-                  bytes: blob.size
-                })}`
-                // Delivered at commit: followers LISTEN on it.
-                yield* sql`SELECT pg_notify(${channel}, ${`${claim.databaseId}:${seq}:${group.to}`})`
-                return true
-              })
-            ).pipe(Effect.mapError(unavailable))
+            // One statement, so one round trip and its own transaction: the head moves under this owner's
+            // epoch and expected seq, the segment is indexed, and followers are notified at its commit.
+            const moved = yield* sql`WITH moved AS (
+                UPDATE ${sql(heads)} SET seq = seq + 1, position = ${group.to}, updated_at = now()
+                WHERE db_id = ${claim.databaseId} AND epoch = ${state.epoch} AND seq = ${state.seq} RETURNING seq
+              ), added AS (
+                INSERT INTO ${sql(segments)} (db_id, generation, seq, first_position, last_position, sha256, bytes)
+                SELECT ${claim.databaseId}, ${state.generation}, moved.seq, ${group.from}, ${group.to}, ${blob.sha256}, ${blob.size} FROM moved
+                RETURNING seq
+              )
+              SELECT pg_notify(${channel}, ${`${claim.databaseId}:${seq}:${group.to}`}) FROM added`.pipe(
+              Effect.map((rows) => rows.length === 1),
+              Effect.mapError(unavailable)
+            )
             if (!moved) return yield* fenced()
             state.seq = seq
             state.position = group.to
             yield* maybeSnapshot(claim, state, scope)
           }).pipe(
+            // The writer runs its group uninterruptibly: the ship itself may be cut short (its timeout, shutdown).
+            Effect.interruptible,
             Effect.timeoutFail({ duration: settings.shipTimeout, onTimeout: () => unavailable(new Error("ship timed out")) }),
             Effect.tapError(() => Effect.sync(() => (state.failed = true))),
             Effect.withSpan("Archive.ship", { attributes: { "cairn.group.commits": group.commits.length } })

@@ -30,44 +30,51 @@ import { OperationCatalog } from "@cairn/store/OperationCatalog"
 import { StoreConfig } from "@cairn/store/StoreConfig"
 import * as PgArchive from "@cairn/cluster/archive/PgArchive"
 
-export const Counter = Entity.make("Counter", {
-  description: "A named counter.",
-  fields: { name: Schema.String, count: Schema.Int, done: Schema.Boolean }
-})
-const CounterCreate = Operation.make({
-  owner: Counter,
-  name: "create",
-  description: "Create a counter.",
-  targeted: false,
-  input: Schema.Struct({ name: Schema.String }),
-  output: Schema.Struct({ id: Schema.String })
-})
-const CounterBump = Operation.make({
-  owner: Counter,
-  name: "bump",
-  description: "Add to it.",
-  targeted: true,
-  input: Schema.Struct({ by: Schema.Int }),
-  output: Schema.Struct({ count: Schema.Int })
-})
-const CounterFinish = Operation.make({
-  owner: Counter,
-  name: "finish",
-  description: "Mark it done; rejected when it is done already.",
-  targeted: true,
-  input: Schema.Struct({}),
-  output: Schema.Struct({})
-})
-export const counters = RootSchema.make("counters", { entities: [Counter], operations: [CounterCreate, CounterBump, CounterFinish] })
-const handlers = Handlers.make(
-  { entities: [Counter], operations: [CounterCreate, CounterBump, CounterFinish] },
-  {
-    "Counter.create": ({ input, tx }) => Effect.map(tx.insert("Counter", { name: input.name, count: 0, done: false }), (id) => ({ id })),
-    "Counter.bump": ({ input, target, tx }) => Effect.map(tx.patch("Counter", target.id, { count: target.count + input.by }), (c) => ({ count: c.count })),
-    "Counter.finish": ({ target, tx }) => (target.done ? Handler.reject("It is done already.") : Effect.as(tx.patch("Counter", target.id, { done: true }), {}))
-  }
-)
-export const catalog: Effect.Effect<Catalog> = Effect.orDie(compile(counters))
+/** The counters catalog; `evolved` adds an optional field (an additive catalog change). */
+const define = (evolved: boolean) => {
+  const Counter = Entity.make("Counter", {
+    description: "A named counter.",
+    fields: { name: Schema.String, count: Schema.Int, done: Schema.Boolean, ...(evolved ? { note: Schema.optional(Schema.String) } : {}) }
+  })
+  const CounterCreate = Operation.make({
+    owner: Counter,
+    name: "create",
+    description: "Create a counter.",
+    targeted: false,
+    input: Schema.Struct({ name: Schema.String, note: Schema.optional(Schema.String) }),
+    output: Schema.Struct({ id: Schema.String })
+  })
+  const CounterBump = Operation.make({
+    owner: Counter,
+    name: "bump",
+    description: "Add to it.",
+    targeted: true,
+    input: Schema.Struct({ by: Schema.Int }),
+    output: Schema.Struct({ count: Schema.Int })
+  })
+  const CounterFinish = Operation.make({
+    owner: Counter,
+    name: "finish",
+    description: "Mark it done; rejected when it is done already.",
+    targeted: true,
+    input: Schema.Struct({}),
+    output: Schema.Struct({})
+  })
+  const root = RootSchema.make("counters", { entities: [Counter], operations: [CounterCreate, CounterBump, CounterFinish] })
+  // Loosely typed: the entity's shape depends on `evolved`; the handlers are the same either way.
+  const handlers = Handlers.make({ entities: [Counter], operations: [CounterCreate, CounterBump, CounterFinish] }, {
+    "Counter.create": ({ input, tx }: any) =>
+      Effect.map(tx.insert("Counter", { name: input.name, count: 0, done: false, ...(evolved && input.note ? { note: input.note } : {}) }), (id) => ({ id })),
+    "Counter.bump": ({ input, target, tx }: any) => Effect.map(tx.patch("Counter", target.id, { count: target.count + input.by }), (c: any) => ({ count: c.count })),
+    "Counter.finish": ({ target, tx }: any) => (target.done ? Handler.reject("It is done already.") : Effect.as(tx.patch("Counter", target.id, { done: true }), {}))
+  } as any)
+  return { root, handlers, catalog: Effect.orDie(compile(root)) as Effect.Effect<Catalog> }
+}
+const v1 = define(false)
+const v2 = define(true)
+export const counters = v1.root
+export const catalog: Effect.Effect<Catalog> = v1.catalog
+export const evolvedCatalog: Effect.Effect<Catalog> = v2.catalog
 
 export const tempDir = (prefix = "cairn-archive-") =>
   Effect.acquireRelease(
@@ -102,6 +109,8 @@ export interface StoreOptions {
   readonly objects: ObjectStoreShape
   readonly pgUrl: string
   readonly settings?: Partial<PgArchive.ArchiveSettings>
+  /** The evolved catalog (an added optional field). */
+  readonly evolved?: boolean
 }
 
 /** One "process": `Databases` over `dataDir`, archived in PostgreSQL + the shared object store. */
@@ -111,7 +120,7 @@ export const storeLayer = (options: StoreOptions) =>
     Layer.provide(Layer.succeed(ObjectStore, options.objects)),
     Layer.provide(pgLayer(options.pgUrl)),
     Layer.provide(StoreConfig.layer({ dataDir: options.dataDir })),
-    Layer.provide(OperationCatalog.layer(catalog, handlers)),
+    Layer.provide(options.evolved ? OperationCatalog.layer(v2.catalog, v2.handlers) : OperationCatalog.layer(v1.catalog, v1.handlers)),
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 
@@ -120,7 +129,7 @@ export const localStoreLayer = (dataDir: string) =>
   Databases.Default.pipe(
     Layer.provide(Archive.local),
     Layer.provide(StoreConfig.layer({ dataDir })),
-    Layer.provide(OperationCatalog.layer(catalog, handlers)),
+    Layer.provide(OperationCatalog.layer(v1.catalog, v1.handlers)),
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 
