@@ -186,15 +186,16 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
         return removed.length
       })
 
-    /** Reads and removes the sidecar: after this, a crash leaves the file untrusted. */
-    const takeSidecar = (claim: Claim): Effect.Effect<Option.Option<Sidecar>> =>
-      Effect.gen(function* () {
+    /** Reads the sidecar, if any (see `dropSidecar`). */
+    const readSidecar = (claim: Claim): Effect.Effect<Option.Option<Sidecar>> =>
+      Effect.suspend(() => {
         const path = sidecarPath(claim)
-        if (!existsSync(path)) return Option.none()
-        const text = yield* Effect.orDie(Effect.try(() => readFileSync(path, "utf8")))
-        yield* Effect.orDie(Effect.try(() => rmSync(path, { force: true })))
-        return Option.getRight(Schema.decodeUnknownEither(Sidecar)(text))
+        if (!existsSync(path)) return Effect.succeedNone
+        return Effect.map(Effect.orDie(Effect.try(() => readFileSync(path, "utf8"))), (text) => Option.getRight(Schema.decodeUnknownEither(Sidecar)(text)))
       })
+
+    /** Removes the sidecar once the database is claimed, before its file is touched: from now on a crash leaves the file untrusted. */
+    const dropSidecar = (claim: Claim): Effect.Effect<void> => Effect.orDie(Effect.try(() => rmSync(sidecarPath(claim), { force: true })))
 
     /** Applies the segments after the sidecar's seq to the local file (closed again before the store opens it). */
     const catchUp = (claim: Claim, head: Head, sidecar: Sidecar) =>
@@ -289,10 +290,11 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
       Effect.gen(function* () {
         const scope = yield* Effect.scope
         yield* Effect.orDie(Effect.try(() => mkdirSync(claim.directory, { recursive: true })))
-        const sidecar = yield* takeSidecar(claim)
+        const sidecar = yield* readSidecar(claim)
         const claimed = yield* claimHead(claim.databaseId).pipe(
           Effect.mapError((e) => (e._tag === "ParseError" ? new ArchiveFailed({ reason: "diverged", cause: e }) : unavailable(e)))
         )
+        yield* dropSidecar(claim)
         const state: State = {
           generation: 1,
           installId: "",
