@@ -10,6 +10,7 @@ import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -34,6 +35,7 @@ const store = Effect.gen(function* () {
   )
   return Databases.Default.pipe(
     Layer.provide(StoreConfig.layer({ dataDir })),
+    Layer.provide(Archive.local),
     Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
     // Tests only: these tests are about the handlers, not the policy that guards them.
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))

@@ -22,6 +22,7 @@ import { View } from "@cairn/catalog/View"
 import { DatabaseKey, InvocationId } from "@cairn/domain/Ids"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -78,6 +79,7 @@ const measure = async (): Promise<void> => {
   const runtime = ManagedRuntime.make(
     Databases.Default.pipe(
       Layer.provide(StoreConfig.layer(config)),
+      Layer.provide(Archive.local),
       Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
       Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void })),
       Layer.provide(Logger.minimumLogLevel(LogLevel.Warning))

@@ -28,6 +28,7 @@ import { type SyncScope } from "@cairn/domain/Sync"
 import { Policy } from "@cairn/policy"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Layout } from "@cairn/store"
+import { Archive } from "@cairn/store/Archive"
 import { databaseId, Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -70,6 +71,7 @@ const tasks: SyncScope = { entities: [{ from: { kind: "entity", name: "Task" } }
 const storeLayer = (dataDir: string) =>
   Databases.Default.pipe(
     Layer.provide(StoreConfig.layer({ dataDir, maxOpenDatabases: 4 })),
+    Layer.provide(Archive.local),
     Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
     // The benchmark measures sync: the owner's setup writes are allowed without policy.
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))

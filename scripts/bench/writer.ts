@@ -28,6 +28,7 @@ import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { Layout, Log, Position, Writer } from "@cairn/store"
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -62,6 +63,7 @@ const writerRounds = async (dataDir: string) => {
   const runtime = ManagedRuntime.make(
     Databases.Default.pipe(
       Layer.provide(StoreConfig.layer({ dataDir, synchronous: SYNCHRONOUS })),
+      Layer.provide(Archive.local),
       Layer.provide(OperationCatalog.layer(catalog, trackerHandlers)),
       // The benchmark measures the writer, not the policy: every invocation is allowed.
       Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void })),

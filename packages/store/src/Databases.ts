@@ -192,7 +192,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           })
         )
         const opening = elapsedMillis(clock)
-        const activated = yield* OpenDatabase.open(id, { directory, compactions, readerChanged, faulted }).pipe(
+        const activated = yield* OpenDatabase.open(id, { directory, compactions, readerChanged, faulted, discard }).pipe(
           Effect.provideService(Reactivity.Reactivity, reactivity),
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
@@ -266,6 +266,24 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         )
       )
 
+    /**
+     * An open database whose archive refused a group: no more leases, out of the RcMap, closed once its
+     * users let go. Not a fault: its next activation rebuilds it from the archive.
+     */
+    const discard = (id: DatabaseId): Effect.Effect<void> =>
+      // Forked: the writer's own fiber tells it, and closing the database waits for that fiber.
+      Effect.asVoid(
+        Effect.forkDaemon(
+          Effect.suspend(() => {
+            const entry = entries.get(id)
+            if (entry === undefined) return Effect.void
+            entry.ready = false
+            entry.invalidated = true
+            return Effect.zipRight(RcMap.invalidate(databases, id), entry.users === 0 ? releasePin(entry) : Effect.void)
+          })
+        )
+      )
+
     const refuse = (id: DatabaseId, error: StorageFault) => new ActivationError({ databaseId: id, cause: error, fault: error.kind })
     // Added after the RcMap, so it runs before the RcMap closes every database.
     yield* Effect.addFinalizer(() => Effect.sync(() => (shuttingDown = true)))
@@ -303,6 +321,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       entry.users -= 1
       entry.lastUsed = now
       if (entry.users > 0) return Effect.void
+      // Taken out of the RcMap (a fault, a discard): nothing of it lingers, its next activation waits for it.
+      if (entry.invalidated) return releasePin(entry)
       // The last user left: the shared reference lingers (see `pin`) unless nothing may linger; then capacity.
       return Effect.zipRight(lingerMillis === 0 ? releasePin(entry) : linger(entry, now), evictOverCapacity)
     }

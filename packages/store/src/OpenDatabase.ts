@@ -11,6 +11,7 @@ import { Clock, Deferred, Duration, Effect, FiberId, Option, type Scope } from "
 import { type DatabaseId } from "@cairn/domain/Ids"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
+import { Archive } from "./Archive.js"
 import * as Compaction from "./Compaction.js"
 import { type Database } from "./Database.js"
 import * as Connection from "./internal/connection.js"
@@ -104,6 +105,11 @@ export interface OpenOptions {
   readonly readerChanged: (open: boolean) => void
   /** A fault found while open: reported, and the database closes once its users let go. */
   readonly faulted: (error: StorageFault) => Effect.Effect<void>
+  /**
+   * Its archive could not take a group (see `Archive.Session.ship`): the database closes once its users
+   * let go, without a fault, so its next activation rebuilds it from the archive.
+   */
+  readonly discard: (id: DatabaseId) => Effect.Effect<void>
 }
 
 const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
@@ -140,9 +146,15 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     const operations = yield* OperationCatalog
     const guard = yield* MutationGuard
     const registry = yield* Registry
+    const archive = yield* Archive
     const { directory } = options
     const filename = join(directory, `${id}.sqlite`)
     const now = new Date(yield* Clock.currentTimeMillis).toISOString()
+    // Before the file is looked at: an archive may rebuild it (and tell the registry) first.
+    const session = yield* archive.claim({ databaseId: id, directory, filename, catalog: operations.catalog, registry })
+    // Added before the file is opened, so it runs once the writer has stopped and the file is closed.
+    let position: Effect.Effect<number> = Effect.succeed(0)
+    if (Option.isSome(session)) yield* Effect.addFinalizer(() => Effect.flatMap(position, session.value.closed))
     const registered = yield* registry.lookup(id)
     if (Option.isSome(registered)) yield* inspect(id, filename)
     // A database never registered is created here (its directory too, if it was removed).
@@ -182,6 +194,16 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
       // Durable before the database is handed out, so before its first commit is acknowledged.
       yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
     }
+    if (Option.isSome(session)) {
+      const raw = connection.raw
+      yield* session.value.ready({
+        outcome: installed.outcome,
+        installId: installed.installId,
+        position: yield* lastPosition(sql),
+        // On the write connection, by whoever holds it (the activation now, the writer between groups later).
+        vacuumInto: (path) => Effect.orDie(Effect.try(() => raw.statement("VACUUM INTO ?").run(path)))
+      })
+    }
     const identity = identityOf(filename)
     const guardFile = () => fileFault(id, filename, identity)
     // Opened after installation, so the file and its WAL exist for a read-only handle; opened only
@@ -199,7 +221,6 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
         readSpan
       )
     // Added before the writer, so it runs after the writer has stopped: the exact last position.
-    let position: Effect.Effect<number> = Effect.succeed(0)
     yield* Effect.addFinalizer(() => Effect.flatMap(position, (p) => registry.advance(id, p)))
     const writer = yield* Writer.make({
       databaseId: id,
@@ -214,7 +235,9 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
       beforeCommit: Effect.suspend(() => {
         const error = guardFile()
         return error === undefined ? Effect.void : Effect.zipRight(options.faulted(error), Effect.fail(error))
-      })
+      }),
+      // Acknowledged only once shipped (cluster mode); embedded mode has no session and ships nothing.
+      ...(Option.isSome(session) ? { afterCommit: session.value.ship, onAfterCommitFailure: options.discard(id) } : {})
     })
     position = writer.position
     // Declared migrations this database has not finished run now, batch by batch through its writer.

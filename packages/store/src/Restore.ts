@@ -20,6 +20,7 @@ import * as Layout from "./Layout.js"
 import { Registry } from "./Registry.js"
 import { StoreConfig } from "./StoreConfig.js"
 import { Change, commitsTable, compactionTable, receiptsTable } from "./Log.js"
+import { CommitRecord, ReceiptRecord } from "./Archive.js"
 
 /** A commit position, or an instant (the last commit made at or before it). */
 export type Target = { readonly position: number } | { readonly time: string }
@@ -75,26 +76,9 @@ export class RestoreError extends Data.TaggedError("RestoreError")<{ readonly re
 const refuse = (reason: string) => Effect.fail(new RestoreRefused({ reason }))
 
 /** A full `_cairn_commits` row, copied verbatim into the restored log once its changes are applied. */
-const LogRow = Schema.Struct({
-  position: Schema.Number,
-  invocation_id: Schema.String,
-  operation: Schema.String,
-  target_entity: Schema.NullOr(Schema.String),
-  target_id: Schema.NullOr(Schema.String),
-  intent: Schema.String,
-  subject: Schema.String,
-  receipt: Schema.String,
-  changes: Schema.String,
-  committed_at: Schema.String
-})
+const LogRow = CommitRecord
 const decodeChanges = Schema.decodeUnknown(Schema.parseJson(Schema.Array(Change)))
-const ReceiptRow = Schema.Struct({
-  invocation_id: Schema.String,
-  intent: Schema.String,
-  outcome: Schema.Literal("committed", "rejected"),
-  position: Schema.Number,
-  receipt: Schema.String
-})
+const ReceiptRow = ReceiptRecord
 
 const pageSize = 500
 
@@ -147,11 +131,28 @@ const openLog = (sql: SqlClient.SqlClient) => {
 type Log = ReturnType<typeof openLog>
 
 /**
+ * Where `replay` reads the commits it re-applies: a later copy of the log (restore), or an archive's
+ * segments (cluster rebuild and point-in-time restore). `commits` answers the next page in
+ * `(after, through]` in position order; `receipts` the decisions of that span the source holds
+ * (a rejection keeps the position it saw, so which ones belong is the source's to say).
+ */
+export interface LogSource<E> {
+  readonly commits: (request: { readonly after: number; readonly through: number }) => Effect.Effect<ReadonlyArray<CommitRecord>, E>
+  readonly receipts: (request: {
+    readonly after: number
+    readonly through: number
+    readonly time: string | null
+  }) => Effect.Effect<ReadonlyArray<ReceiptRecord>, E>
+}
+
+/**
  * Applies the log's commits in `(after, through]` to `sql` (the restored file, in a
  * transaction): each change's before image must be what the file holds, its after image
  * is written, then the commit row is copied; then the receipts decided in that span.
+ * Refuses (`RestoreRefused`) a gap, an entity the catalog does not define, or a before image
+ * the file does not hold: the log and the file are of different histories.
  */
-const replay = (sql: SqlClient.SqlClient, log: Log, catalog: Catalog, after: number, through: number, time: string | null) =>
+export const replay = <E>(sql: SqlClient.SqlClient, log: LogSource<E>, catalog: Catalog, after: number, through: number, time: string | null) =>
   Effect.gen(function* () {
     let at = after
     let replayed = 0

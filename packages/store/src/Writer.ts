@@ -33,6 +33,7 @@ import { type Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { type Target } from "@cairn/domain/References"
 import type { CompiledOperation } from "@cairn/catalog/Catalog"
+import type { CommitRecord, Group, ReceiptRecord } from "./Archive.js"
 import { Rejection } from "./Handler.js"
 import type { Raw } from "./internal/connection.js"
 import { ChangeSet, makeTx, statementsFor, TransactionEnded, type TxImpl } from "./internal/tx.js"
@@ -96,6 +97,16 @@ export interface WriterOptions {
    * the file it writes is still the database's file.
    */
   readonly beforeCommit?: Effect.Effect<void, unknown>
+  /**
+   * Runs after each group's local COMMIT that decided anything, before any of its callers is answered
+   * and before the next group starts (the archive's ship: see `Archive.Session.ship`). A failure means
+   * nothing of the group is acknowledged: every caller of the group and every queued one gets the
+   * retryable `notAcknowledged` refusal, and the writer refuses all later submits (its database must
+   * be closed and rebuilt; `onAfterCommitFailure` is told). Absent (embedded): nothing runs.
+   */
+  readonly afterCommit?: (group: Group) => Effect.Effect<void, unknown>
+  /** Told once, from the writer's fiber, when `afterCommit` failed (the store closes the database). */
+  readonly onAfterCommitFailure?: Effect.Effect<void>
 }
 
 export const mutationsTotal = Metric.counter("cairn_mutations_total", {
@@ -116,6 +127,10 @@ export const countOutcome = (outcome: string, n = 1) => Metric.incrementBy(Metri
 
 export const overloaded = () =>
   new Overloaded({ message: "The database is busy; nothing was applied. Retry the same request shortly.", retryAfterSeconds: 1 })
+
+/** The public answer when a group could not be made durable beyond the machine: retry the same request (same invocation id). */
+export const notAcknowledged = () =>
+  new Overloaded({ message: "The change could not be made durable; nothing was acknowledged. Retry the same request.", retryAfterSeconds: 1 })
 
 /** The public answer for a target that is absent or hidden: the same words either way. */
 export const targetInaccessible = (entity: string) =>
@@ -217,6 +232,8 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     let committed = yield* Effect.orDie(lastPosition(sql))
     const published = yield* SubscriptionRef.make(committed)
     let closed = false
+    /** Set when a group could not be shipped: later submits get `notAcknowledged`, not `overloaded`. */
+    let failed = false
     let pending: Array<Item> = []
     let wake: (() => void) | undefined
 
@@ -283,6 +300,10 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const transaction = (items: ReadonlyArray<Item>, now: string, runtime: Runtime.Runtime<never>, defects: Array<Defect>) => {
       const decided = new Map<string, Receipts.StoredReceipt>()
       let position = committed
+      // The group's rows as inserted, for `afterCommit` only (embedded mode builds none).
+      const shipping = options.afterCommit !== undefined
+      const commitRows: Array<CommitRecord> = []
+      const receiptRows: Array<ReceiptRecord> = []
       const answers: Array<Exit.Exit<Receipt, SubmitError>> = []
       const tally: Record<string, number> = {}
       const note = (outcome: string) => (tally[outcome] = (tally[outcome] ?? 0) + 1)
@@ -314,6 +335,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
             const receipt = receiptOf(invocation, now, position, { output: exit.value })
             const receiptJson = JSON.stringify(receipt)
             const t = invocation.target
+            const changesJson = JSON.stringify(changes.toArray())
             insertCommit.run(
               position,
               invocation.invocationId,
@@ -323,10 +345,25 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
               invocation.intent,
               invocation.principal.subject,
               receiptJson,
-              JSON.stringify(changes.toArray()),
+              changesJson,
               now
             )
             insertReceipt.run(invocation.invocationId, invocation.intent, "committed", position, receiptJson)
+            if (shipping) {
+              commitRows.push({
+                position,
+                invocation_id: invocation.invocationId,
+                operation: operationOf(invocation.operation).key,
+                target_entity: t ? t.entity : null,
+                target_id: t ? t.id : null,
+                intent: invocation.intent,
+                subject: invocation.principal.subject,
+                receipt: receiptJson,
+                changes: changesJson,
+                committed_at: now
+              })
+              receiptRows.push({ invocation_id: invocation.invocationId, intent: invocation.intent, outcome: "committed", position, receipt: receiptJson })
+            }
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.succeed(receipt))
             note("committed")
@@ -338,7 +375,9 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           if (Option.isSome(failure) && (failure.value instanceof Rejection || failure.value instanceof OperationRejected)) {
             const reason = failure.value instanceof Rejection ? failure.value.reason : failure.value.message
             const receipt = receiptOf(invocation, now, position, { reason })
-            insertReceipt.run(invocation.invocationId, invocation.intent, "rejected", position, JSON.stringify(receipt))
+            const receiptJson = JSON.stringify(receipt)
+            insertReceipt.run(invocation.invocationId, invocation.intent, "rejected", position, receiptJson)
+            if (shipping) receiptRows.push({ invocation_id: invocation.invocationId, intent: invocation.intent, outcome: "rejected", position, receipt: receiptJson })
             decided.set(invocation.invocationId, { intent: invocation.intent, receipt })
             answers.push(Exit.fail(new OperationRejected({ message: reason, receipt })))
             note("rejected")
@@ -416,7 +455,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         if (raw.inTransaction()) raw.exec("ROLLBACK")
         throw error
       }
-      return { answers, position, tally }
+      return { answers, position, tally, commits: commitRows, receipts: receiptRows }
     }
 
     const runGroup = (items: ReadonlyArray<Item>) =>
@@ -437,6 +476,27 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
           failure = error instanceof GroupFailed ? error.failure : Cause.die(error)
         }
         for (const d of defects) yield* logDefect(d)
+        if (result !== undefined && options.afterCommit !== undefined && (result.commits.length > 0 || result.receipts.length > 0)) {
+          const group: Group = { from: committed, to: result.position, commits: result.commits, receipts: result.receipts }
+          const shipped = yield* Effect.exit(options.afterCommit(group))
+          if (Exit.isFailure(shipped)) {
+            // Committed locally, never acknowledged: this writer takes nothing more, and its file is
+            // thrown away by the next activation (which rebuilds from what was shipped).
+            closed = true
+            failed = true
+            const id = correlationId()
+            yield* logDefect({ cause: shipped.cause, message: "Group commit could not be shipped; nothing of the group was acknowledged", id })
+            const rest = pending
+            pending = []
+            yield* Metric.incrementBy(queueDepth, -rest.length)
+            yield* countOutcome("overloaded", items.length + rest.length)
+            const refused = Exit.fail(notAcknowledged())
+            for (const item of items) item.resume(refused)
+            for (const item of rest) item.resume(refused)
+            if (options.onAfterCommitFailure) yield* options.onAfterCommitFailure
+            return
+          }
+        }
         if (result !== undefined) {
           committed = result.position
           for (let i = 0; i < items.length; i++) items[i]!.resume(result.answers[i]!)
@@ -520,7 +580,7 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     // No span of its own: it is one hop inside `Mutate.mutate`'s span.
     const submit = (invocation: Invocation): Effect.Effect<Receipt, SubmitError> =>
       Effect.suspend(() => {
-        if (closed) return Effect.fail(overloaded())
+        if (closed) return Effect.fail(failed ? notAcknowledged() : overloaded())
         if (pending.length >= options.queueLimit) return Effect.zipRight(countOutcome("overloaded"), Effect.fail(overloaded()))
         return Effect.withFiberRuntime<Receipt, SubmitError>((fiber) => {
           const annotations = fiber.getFiberRef(FiberRef.currentLogAnnotations)

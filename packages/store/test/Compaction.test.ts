@@ -1,6 +1,7 @@
 import { assert, describe, it } from "@effect/vitest"
 import { Duration, Effect, Layer, Metric, TestClock } from "effect"
 import { Compaction, Log } from "@cairn/store"
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
 import { StoreConfig } from "@cairn/store/StoreConfig"
@@ -60,6 +61,7 @@ describe("Compaction", () => {
   it("a store without a mutation guard does not build (there is no default guard)", () => {
     const withoutGuard = Databases.Default.pipe(
       Layer.provide(StoreConfig.layer({ dataDir: "unused" })),
+      Layer.provide(Archive.local),
       Layer.provide(OperationCatalog.layer(compiledNotes, makeHandlers({ latch: undefined, explode: false })))
     )
     // @ts-expect-error MutationGuard is required: the layer still needs it.

@@ -3,6 +3,7 @@
  * deployment's operations and handlers, and its policy as the writer's mutation guard.
  * The guard is part of this layer, so no assembly of the engine can leave it out.
  */
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
 import { StoreConfig, storeConfig } from "@cairn/store/StoreConfig"
@@ -20,7 +21,21 @@ const StoreConfigLive = Layer.effect(
   })
 )
 
+/**
+ * The store over an explicit archive: `Archive.local` (embedded, the default: nothing leaves the
+ * machine) or a cluster's (see `@cairn/cluster/archive/PgArchive`).
+ */
+export const databasesWith = <E, R>(archive: Layer.Layer<Archive, E, R>) =>
+  Databases.Default.pipe(
+    Layer.provide(StoreConfigLive),
+    Layer.provide(Layer.effect(OperationCatalog, Effect.map(Deployment, (d) => d.operations))),
+    Layer.provide(PolicyGuardLive),
+    Layer.provide(archive)
+  )
+
+/** Embedded: the local file is the database. */
 export const DatabasesLive = Databases.Default.pipe(
+  Layer.provide(Archive.local),
   Layer.provide(StoreConfigLive),
   Layer.provide(Layer.effect(OperationCatalog, Effect.map(Deployment, (d) => d.operations))),
   Layer.provide(PolicyGuardLive)

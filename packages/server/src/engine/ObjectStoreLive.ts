@@ -1,6 +1,7 @@
 /**
  * The deployment's object store, chosen by `CAIRN_OBJECT_STORE`: `filesystem` (the
- * embedded default, `<dataDir>/objects/<database id>/<sha256>`) or `s3` (an S3-compatible
+ * embedded default, `<CAIRN_OBJECT_DIR>/<database id>/<sha256>`, by default `<dataDir>/objects`;
+ * processes of a cluster on one machine share one directory) or `s3` (an S3-compatible
  * bucket: `CAIRN_S3_BUCKET`, `CAIRN_S3_REGION`, optional `CAIRN_S3_ENDPOINT`,
  * `CAIRN_S3_FORCE_PATH_STYLE`, `CAIRN_S3_PREFIX`, and `CAIRN_S3_ACCESS_KEY_ID` /
  * `CAIRN_S3_SECRET_ACCESS_KEY`, else the SDK's default credential chain).
@@ -25,7 +26,11 @@ export const ObjectStoreLive = Layer.scoped(
   Effect.gen(function* () {
     const settings = yield* Settings
     const backend = yield* Config.literal("filesystem", "s3")("CAIRN_OBJECT_STORE").pipe(Config.withDefault("filesystem"))
-    if (backend === "filesystem") return makeFilesystem(join(settings.dataDir, "objects"))
+    if (backend === "filesystem") {
+      // Several processes share one directory in cluster mode (the archive and uploads live there).
+      const root = yield* Config.string("CAIRN_OBJECT_DIR").pipe(Config.withDefault(join(settings.dataDir, "objects")))
+      return makeFilesystem(root)
+    }
     const s3 = yield* s3Config
     // Loaded only when configured: the S3 SDK is a large part of the server's startup otherwise.
     const { makeS3, s3Client } = yield* Effect.promise(() => import("./S3ObjectStore.js"))

@@ -16,6 +16,7 @@ import { DatabaseKey } from "@cairn/domain/Ids"
 import { Principal } from "@cairn/domain/Principal"
 import { Inaccessible, InvalidInput } from "@cairn/domain/PublicError"
 import { scopeSql } from "@cairn/query/ScopeSql"
+import { isArchiveNamespace } from "@cairn/store/Archive"
 import { type Database } from "@cairn/store/Databases"
 import { referencedObjects } from "@cairn/store/ObjectReferences"
 import { type Blob, ObjectStore, type Range } from "@cairn/store/ObjectStore"
@@ -519,7 +520,10 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     )
 
     /** One pass over every database with stored objects, and over every database's unfinished uploads. */
-    const collectAll = Effect.flatMap(Effect.orElseSucceed(store.databases, () => []), (ids) => Effect.forEach(ids, collect)).pipe(
+    // The archive's blobs share the store (cluster mode) under namespaces of their own: never swept here.
+    const collectAll = Effect.flatMap(Effect.orElseSucceed(store.databases, () => []), (ids) =>
+      Effect.forEach(ids.filter((id) => !isArchiveNamespace(id)), collect)
+    ).pipe(
       Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
       Effect.zipLeft(expireUploads)
     )

@@ -18,6 +18,7 @@ import { type MutateRequest } from "@cairn/domain/Mutate"
 import { operationRef } from "@cairn/domain/References"
 import { Principal } from "@cairn/domain/Principal"
 import { Handler, Handlers, Writer } from "@cairn/store"
+import { Archive } from "@cairn/store/Archive"
 import { Databases } from "@cairn/store/Databases"
 import { mutate as mutateIn, type MutateArgs } from "@cairn/store/Mutate"
 import { type MutationGuardShape, MutationGuard } from "@cairn/store/MutationGuard"
@@ -170,6 +171,7 @@ export const storeLayer = (options: StoreOptions) => {
   return Databases.Default.pipe(
     Layer.provide(Layer.succeed(Writer.GroupPause, switches ? pauseOf(switches) : Effect.void)),
     Layer.provide(StoreConfig.layer(config)),
+    Layer.provide(Archive.local),
     Layer.provide(OperationCatalog.layer(catalog, makeHandlers(switches ?? { latch: undefined, explode: false }))),
     Layer.provide(Layer.succeed(MutationGuard, guard ?? allowAll))
   )

@@ -21,6 +21,7 @@ import { Policy } from "@cairn/policy"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { type Handler, type Handlers } from "@cairn/store"
+import { Archive } from "@cairn/store/Archive"
 import { type Database, Databases } from "@cairn/store/Databases"
 import { mutate } from "@cairn/store/Mutate"
 import { MutationGuard } from "@cairn/store/MutationGuard"
@@ -142,6 +143,7 @@ export const tempDir = Effect.acquireRelease(
 export const storeLayer = (dataDir: string, config: Partial<StoreConfigShape> = {}) =>
   Databases.Default.pipe(
     Layer.provide(StoreConfig.layer({ ...config, dataDir })),
+    Layer.provide(Archive.local),
     Layer.provide(OperationCatalog.layer(Effect.map(tracker, (t) => t.catalog), handlers)),
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
