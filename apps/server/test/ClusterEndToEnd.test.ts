@@ -3,6 +3,7 @@
 // the same settings as the oracle of every answer. Every process trusts one issuer (a shared
 // HMAC key) and one public base URL, as behind a load balancer.
 import { type Child, launchChild, stopChild } from "./support/child.js"
+import { cairn } from "./support/cli.js"
 import { mkdtempSync } from "node:fs"
 import { request as httpRequest } from "node:http"
 import { tmpdir } from "node:os"
@@ -88,6 +89,14 @@ const waitFor = async <A>(what: string, f: () => A | undefined | Promise<A | und
     await new Promise((r) => setTimeout(r, 50))
   }
 }
+
+describe("cluster settings", () => {
+  it("cairn serve --role runner without its settings lists every missing one and exits 2", async () => {
+    const ran = await cairn(["serve", "--role", "runner"], { CAIRN_DATA_DIR: mkdtempSync(join(tmpdir(), "cairn-role-")), CAIRN_STAGE: "test" })
+    expect(ran.code, ran.stderr).toBe(2)
+    for (const name of ["CAIRN_CLUSTER_DATABASE_URL", "CAIRN_SECRET", "CAIRN_RUNNER_PORT"]) expect(ran.stderr).toContain(`${name} is required for CAIRN_ROLE=runner`)
+  })
+})
 
 describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", () => {
   let pg: Postgres
@@ -183,7 +192,11 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
     expect(successOf(created)?.outcome, created.text).toBe("committed")
     const owner = await ranOn(created.requestId)
     const lines = owner.output().split("\n").filter((l) => l.includes(`"requestId":"${created.requestId}"`))
-    expect(lines.some((l) => l.includes("entity mutate"))).toBe(true)
+    const entityLine = JSON.parse(lines.find((l) => l.includes("entity mutate"))!)
+    // One trace across the hop: the runner's span is parented under the front's request.
+    const frontLine = JSON.parse(await waitFor("the front's log line", () => front.output().split("\n").find((l) => l.includes(`"requestId":"${created.requestId}"`) && l.includes("/db/rpc"))))
+    expect(entityLine.annotations.traceId).toBeDefined()
+    expect(entityLine.annotations.traceId).toBe(frontLine.annotations.traceId)
     for (const server of [front, ...runners]) {
       const answer = await rpc(server, t, "Query", { query: projects })
       expect(answer.status, answer.text).toBe(200)
@@ -222,14 +235,28 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
     expect(recording.modules().some(isClusterModule)).toBe(true)
   })
 
-  it("SIGKILL of a database's runner: the other runner takes it over and mutations commit", async () => {
+  it("SIGKILL of a database's runner mid-load: the other runner takes it over; in-flight calls get a receipt or a retryable 503", async () => {
     const t = await token("umbrella")
     const created = await rpc(front, t, "Mutate", createProject("Before", invocationId()))
     expect(successOf(created)?.outcome, created.text).toBe("committed")
     const owner = await ranOn(created.requestId)
     const survivor = runners.find((r) => r !== owner)!
+
+    // Load through the front while the owner dies: what each in-flight mutation is answered.
+    const outcomes: Array<{ readonly id: string; readonly answer: Answer }> = []
+    let loading = true
+    const load = async () => {
+      while (loading) {
+        const id = invocationId()
+        outcomes.push({ id, answer: await rpc(front, t, "Mutate", createProject("load", id)) })
+      }
+    }
+    const loads = [load(), load(), load()]
+    await new Promise((r) => setTimeout(r, 300))
     const killed = Date.now()
     await stopChild(owner, "SIGKILL")
+
+    // The first commit after the kill, measured on a call made after it.
     let answer: Answer
     let attempts = 0
     for (;;) {
@@ -242,9 +269,22 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
       if (Date.now() - killed > 60_000) throw new Error(`no takeover within 60 s: ${answer.text}`)
     }
     const failoverMs = Date.now() - killed
-    console.log(`cluster-failover: ms_to_first_commit=${failoverMs} attempts=${attempts}`)
+    loading = false
+    await Promise.all(loads)
     expect(successOf(answer)?.outcome).toBe("committed")
     await waitFor("the survivor's log line", () => survivor.output().includes(`"requestId":"${answer.requestId}"`))
+
+    // In flight at the kill: a receipt, or the retryable 503 (never a 500 or a hang); the same invocation again commits.
+    const refused = outcomes.filter((o) => o.answer.status !== 200)
+    for (const { answer: a } of refused) {
+      expect(a.status, a.text).toBe(503)
+      expect(a.text).toContain("unavailable")
+    }
+    for (const { id } of refused) expect(successOf(await rpc(front, t, "Mutate", createProject("load", id)))?.outcome).toBe("committed")
+    console.log(
+      `cluster-failover: ms_to_first_commit=${failoverMs} attempts=${attempts} in_flight_calls=${outcomes.length} answered_503=${refused.length} (lock expiration 3 s)`
+    )
+
     // Reads follow: the survivor now hosts the database.
     const read = await rpc(survivor, t, "Query", { query: projects })
     expect(read.status, read.text).toBe(200)

@@ -45,10 +45,12 @@ const build = Effect.gen(function* () {
       return Effect.flatMap(currentElapsedMillis, (started) =>
         body.pipe(
           Effect.onExit((exit) =>
-            Effect.flatMap(currentElapsedMillis, (now) =>
+            Effect.flatMap(Effect.all([currentElapsedMillis, Effect.option(Effect.currentSpan)]), ([now, span]) =>
               Effect.logInfo(`entity ${verb}`).pipe(
                 Effect.annotateLogs({
                   verb,
+                  // The cluster parents this call's span under the front's: one trace across the hop.
+                  ...(Option.isSome(span) ? { traceId: span.value.traceId } : {}),
                   durationMs: Math.round(now - started),
                   result: Exit.isSuccess(exit) ? "ok" : Option.getOrElse(Option.map(Cause.failureOption(exit.cause), (e) => e._tag), () => "defect"),
                   ...(correlation.invocationId !== undefined ? { invocationId: correlation.invocationId } : {})
