@@ -40,15 +40,15 @@ interface Answer {
  * One `/db/rpc` call to `server`, addressed as the public base URL (`Host`), as a load balancer
  * forwards it: every process serves the deployment's one public name.
  */
-const rpc = (server: Pick<Child, "port">, token: string, tag: string, payload: unknown): Promise<Answer> =>
+const rpc = (server: Pick<Child, "port">, token: string, tag: string, payload: unknown, path = "/db/rpc"): Promise<Answer> =>
   new Promise((resolve, reject) => {
-    const body = JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] })
+    const body = JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] }) + (path === "/db/rpc" ? "" : "\n")
     const request = httpRequest(
       {
         host: "127.0.0.1",
         port: server.port,
         method: "POST",
-        path: "/db/rpc",
+        path,
         headers: { host: publicHost, "content-type": "application/json", "content-length": Buffer.byteLength(body), authorization: `Bearer ${token}` }
       },
       (response) => {
@@ -59,7 +59,8 @@ const rpc = (server: Pick<Child, "port">, token: string, tag: string, payload: u
         response.on("end", () => {
           let json: unknown
           try {
-            json = JSON.parse(text)
+            // `/db/rpc` answers one JSON document, `/db/sync` NDJSON lines.
+            json = path === "/db/rpc" ? JSON.parse(text) : text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
           } catch {
             json = undefined
           }
@@ -201,7 +202,29 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
       const answer = await rpc(server, t, "Query", { query: projects })
       expect(answer.status, answer.text).toBe(200)
       expect(successOf(answer).rows.map((r: any) => r.name)).toContain("Zephyr")
+      // The owner reads its own copy; every other process asks the entity (which logs the call).
+      const forwarded = () => owner.output().split("\n").some((l) => l.includes(`"requestId":"${answer.requestId}"`) && l.includes("entity query"))
+      if (server === owner) expect(forwarded()).toBe(false)
+      else await waitFor("the owner's entity query line", forwarded)
     }
+
+    // Snapshot pages: the same records through any process (the front's page comes from the entity).
+    const scope = { entities: [{ from: { kind: "entity", name: "Project" } }] }
+    const pages = await Promise.all([front, ...runners].map((server) => rpc(server, t, "SyncSnapshot", { scope }, "/db/sync")))
+    for (const page of pages) expect(page.status, page.text).toBe(200)
+    const [first, ...others] = pages.map(successOf)
+    expect(first.records.map((r: any) => r.record.name)).toContain("Zephyr")
+    for (const other of others) {
+      expect(other.records).toEqual(first.records)
+      expect(other.checkpoint.position).toBe(first.checkpoint.position)
+    }
+
+    // Live changes are served only where the database is: elsewhere the retryable refusal, for now.
+    const elsewhere = await rpc(front, t, "SyncChanges", { scope, cursor: first.checkpoint.cursor, live: false }, "/db/sync")
+    expect(elsewhere.status, elsewhere.text).toBe(503)
+    expect(elsewhere.text).toContain("Live changes and files of your database are not served by this process right now")
+    const there = await rpc(owner, t, "SyncChanges", { scope, cursor: first.checkpoint.cursor, live: false }, "/db/sync")
+    expect(there.status, there.text).toBe(200)
   })
 
   it("refusals and public errors are the embedded server's, status and body", async () => {
