@@ -312,5 +312,14 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
     const read = await rpc(survivor, t, "Query", { query: projects })
     expect(read.status, read.text).toBe(200)
     expect(successOf(read).rows.map((r: any) => r.name)).toContain("After")
+
+    // With no runner left, the front's own deadline answers (the cluster would retry forever): retryable, by reference.
+    await stopChild(survivor, "SIGKILL")
+    const asked = Date.now()
+    const orphaned = await rpc(front, t, "Mutate", createProject("Nowhere", invocationId()))
+    expect(orphaned.status, orphaned.text).toBe(503)
+    expect(JSON.parse(orphaned.text)).toMatchObject({ error: "unavailable", requestId: orphaned.requestId })
+    expect(orphaned.text).toContain(`Your database did not answer in time; this was logged as ${orphaned.requestId}.`)
+    expect(Date.now() - asked).toBeLessThan(10_000)
   })
 })
