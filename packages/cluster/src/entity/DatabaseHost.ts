@@ -9,6 +9,7 @@ import * as Entity from "@effect/cluster/Entity"
 import { type Principal } from "@cairn/domain/Principal"
 import { Correlation, type CorrelationShape, requestIdHeader } from "@cairn/server/engine/Correlation"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { CurrentTransport } from "@cairn/server/engine/EngineMetrics"
 import { type InternalFailure, internalFailure } from "@cairn/server/engine/Refusal"
 import { databaseId } from "@cairn/store/Databases"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
@@ -27,6 +28,8 @@ const build = Effect.gen(function* () {
   const hosted = yield* HostedDatabases
   const address = yield* Entity.CurrentAddress
   const id = address.entityId as string
+  // The database's writer is activated by the first call, inside this entity's lifetime; while the
+  // entity lives, this runner may serve the database's reads itself (`ClusterRouter`).
   yield* hosted.enter(id)
   yield* Effect.logDebug("database entity active").pipe(Effect.annotateLogs({ database: id }))
 
@@ -52,13 +55,21 @@ const build = Effect.gen(function* () {
                   // The cluster parents this call's span under the front's: one trace across the hop.
                   ...(Option.isSome(span) ? { traceId: span.value.traceId } : {}),
                   durationMs: Math.round(now - started),
-                  result: Exit.isSuccess(exit) ? "ok" : Option.getOrElse(Option.map(Cause.failureOption(exit.cause), (e) => e._tag), () => "defect"),
+                  // As the front's line: a receipt's outcome or a public code (noted by the engine), else the refusal.
+                  outcome:
+                    correlation.outcome ??
+                    (Exit.isSuccess(exit)
+                      ? "ok"
+                      : Cause.isInterruptedOnly(exit.cause)
+                        ? "interrupted"
+                        : Option.getOrElse(Option.map(Cause.failureOption(exit.cause), (e) => e._tag), () => "defect")),
                   ...(correlation.invocationId !== undefined ? { invocationId: correlation.invocationId } : {})
                 })
               )
             )
           ),
           Effect.provideService(Correlation, correlation),
+          Effect.provideService(CurrentTransport, "cluster"),
           Effect.annotateLogs({ requestId: correlation.id, database: id })
         )
       )
