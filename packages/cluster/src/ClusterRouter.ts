@@ -18,15 +18,18 @@ import { Correlation, requestIdHeader } from "@cairn/server/engine/Correlation"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
 import { type EngineError, isRefusal, Unavailable } from "@cairn/server/engine/Refusal"
 import { databaseId } from "@cairn/store/Databases"
-import { Cause, Data, type Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Cause, Clock, Data, type Duration, Effect, Layer, Option, Schedule } from "effect"
 import { type Call, DatabaseEntity } from "./entity/DatabaseEntity.js"
 import { HostedDatabases } from "./entity/HostedDatabases.js"
+import { type CallKey, sign } from "./entity/SignedCall.js"
 
 export interface HopOptions {
   /** How long a forwarded call may take, retries included, before the caller is told to retry. */
   readonly timeout: Duration.DurationInput
   /** The pause between two attempts of a hop that broke. */
   readonly retryInterval: Duration.DurationInput
+  /** The key forwarded calls are signed with (from the deployment secret, the same on every process). */
+  readonly key: CallKey
 }
 
 /** A hop that did not bring back the engine's answer (transport, a dead runner, a shutdown). */
@@ -56,7 +59,9 @@ export const layer = (options: HopOptions): Layer.Layer<DatabaseRouter, never, S
         Effect.gen(function* () {
           const requestId = yield* Correlation.id
           const client = clientFor(databaseId(principal.databaseKey))
-          const attempt = send(client, { principal, payload }, { [requestIdHeader]: requestId }).pipe(
+          // Signed once: every attempt sends the very same call (a mutation keeps its invocationId).
+          const call = sign(options.key, principal, payload, yield* Clock.currentTimeMillis)
+          const attempt = send(client, call, { [requestIdHeader]: requestId }).pipe(
             Effect.sandbox,
             Effect.mapError((cause): EngineError | HopBroken => {
               const failure = Cause.failureOption(cause)

@@ -23,6 +23,7 @@ import { Duration, Layer, Option } from "effect"
 import * as ClusterRouter from "./ClusterRouter.js"
 import * as DatabaseHost from "./entity/DatabaseHost.js"
 import { HostedDatabases } from "./entity/HostedDatabases.js"
+import { callKey } from "./entity/SignedCall.js"
 
 export type ClusterRole = Exclude<Role, "embedded">
 
@@ -65,12 +66,13 @@ export const placement = (role: ClusterRole, cluster: ClusterSettingsShape): Pla
   // One PostgreSQL client for the cluster's storage (and, at merge, the archive's heads).
   const pg = PgClient.layer({ url: cluster.databaseUrl })
   const hosted = HostedDatabases.layer
-  const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100) }).pipe(Layer.provide(hosted))
+  const key = callKey(cluster.secret)
+  const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100), key }).pipe(Layer.provide(hosted))
   // The store's cluster-mode services go here, beside the router (e.g. the archive: `PgArchive.layer`, over `pg`).
   const storeServices = Layer.empty
   const placed = engine.pipe(Layer.provide(router), Layer.provide(storeServices))
   const hosting = holdsShards
-    ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle }).pipe(Layer.provide(placed), Layer.provide(hosted))
+    ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key }).pipe(Layer.provide(placed), Layer.provide(hosted))
     : Layer.empty
   return Layer.merge(placed, hosting).pipe(Layer.provide(shardingLayer(cluster, holdsShards)), Layer.provide(pg))
 }

@@ -7,27 +7,24 @@
  */
 import * as Entity from "@effect/cluster/Entity"
 import * as Rpc from "@effect/rpc/Rpc"
-import { PrincipalWire } from "@cairn/domain/PrincipalWire"
 import { PublicError } from "@cairn/domain/PublicError"
 import { QueryResult } from "@cairn/domain/Query"
 import { Receipt } from "@cairn/domain/Receipt"
 import { Refusal } from "@cairn/domain/Refusal"
 import { SnapshotPage } from "@cairn/domain/Sync"
 import { Schema } from "effect"
+import { SignedCall } from "./SignedCall.js"
 
 /** The entity type: one per database, its id `databaseId(key)`. */
 export const entityType = "CairnDatabase"
 
 /**
- * A forwarded call: who asks (verified by the front) and their request as it arrived, as JSON
- * (already within the JSON bounds: the front admitted it), so the writer's process decodes the
- * very same request.
+ * A forwarded call: who asks (verified by the front) and their request as it arrived (already
+ * within the JSON bounds: the front admitted it), as signed texts (`SignedCall`), so the
+ * writer's process decodes the very same request and trusts only calls of this deployment.
  */
-export const Call = Schema.Struct({
-  principal: PrincipalWire,
-  payload: Schema.parseJson()
-})
-export type Call = typeof Call.Type
+export const Call = SignedCall
+export type Call = SignedCall
 
 /** Everything a forwarded verb answers besides its result: the engine's errors, by tag. */
 export const CallError = Schema.Union(PublicError, Refusal)

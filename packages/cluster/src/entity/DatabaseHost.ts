@@ -13,17 +13,20 @@ import { CurrentTransport } from "@cairn/server/engine/EngineMetrics"
 import { type InternalFailure, internalFailure } from "@cairn/server/engine/Refusal"
 import { databaseId } from "@cairn/store/Databases"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
-import { Cause, type Duration, Effect, Exit, Option } from "effect"
+import { Cause, Clock, type Duration, Effect, Exit, Option } from "effect"
 import { type Call, DatabaseEntity } from "./DatabaseEntity.js"
 import { HostedDatabases } from "./HostedDatabases.js"
+import { type CallKey, verify } from "./SignedCall.js"
 
 export interface HostOptions {
   /** How long an entity without calls stays active (then its scope closes and reads go through it again). */
   readonly maxIdleTime: Duration.DurationInput
+  /** The key forwarded calls are signed with (from the deployment secret, the same on every process). */
+  readonly key: CallKey
 }
 
 /** The entity's handlers, built once per activation of a database's entity on this runner. */
-const build = Effect.gen(function* () {
+const build = (key: CallKey) => Effect.gen(function* () {
   const plane = yield* DataPlane
   const hosted = yield* HostedDatabases
   const address = yield* Entity.CurrentAddress
@@ -38,13 +41,20 @@ const build = Effect.gen(function* () {
     <A, E extends { readonly _tag: string }>(verb: string, run: (principal: Principal, payload: unknown) => Effect.Effect<A, E>) =>
     (request: { readonly payload: Call; readonly headers: Readonly<Record<string, string | undefined>> }) => {
       const correlation = { id: request.headers[requestIdHeader] ?? Correlation.make().id } as CorrelationShape
-      const { principal, payload } = request.payload
-      const body = Effect.suspend((): Effect.Effect<A, E | InternalFailure> =>
+      const body = Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<A, E | InternalFailure> => {
+        const call = verify(key, request.payload, now)
+        if (Option.isNone(call)) {
+          return Effect.flatMap(
+            internalFailure(verb, Cause.die("a forwarded call without a valid signature of this deployment (does CAIRN_SECRET differ between processes, or the clocks by minutes?)")),
+            Effect.fail
+          )
+        }
+        const { payload, principal } = call.value
         // The cluster routes by the key's digest; a call for another database is a defect of the router.
-        databaseId(principal.databaseKey) === id
+        return databaseId(principal.databaseKey) === id
           ? run(principal, payload)
           : Effect.flatMap(internalFailure(verb, Cause.die("a forwarded call reached another database's entity")), Effect.fail)
-      )
+      })
       return Effect.flatMap(currentElapsedMillis, (started) =>
         body.pipe(
           Effect.onExit((exit) =>
@@ -87,4 +97,4 @@ const build = Effect.gen(function* () {
  * batches concurrent mutations of one database, which a one-at-a-time mailbox would defeat.
  */
 export const layer = (options: HostOptions) =>
-  DatabaseEntity.toLayer(build, { concurrency: "unbounded", maxIdleTime: options.maxIdleTime })
+  DatabaseEntity.toLayer(build(options.key), { concurrency: "unbounded", maxIdleTime: options.maxIdleTime })

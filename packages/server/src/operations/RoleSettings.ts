@@ -16,6 +16,8 @@ export const roles: ReadonlyArray<Role> = ["embedded", "runner", "front", "repli
 export interface ClusterSettingsShape {
   /** The cluster's PostgreSQL (`CAIRN_CLUSTER_DATABASE_URL`): shard locks, runners, messages. */
   readonly databaseUrl: Redacted.Redacted<string>
+  /** The deployment secret (`CAIRN_SECRET`): what forwarded calls are signed with, and what seals handles and links. */
+  readonly secret: Redacted.Redacted<string>
   /** Where the other processes reach this runner (`CAIRN_RUNNER_HOST`, `CAIRN_RUNNER_PORT`); none for a front. */
   readonly runnerAddress: Option.Option<{ readonly host: string; readonly port: number }>
   /** Shards per group (`CAIRN_CLUSTER_SHARDS`, default 300): the same on every process. */
@@ -95,10 +97,11 @@ export const roleSettingsConfig: Config.Config<RoleSettingsShape> = Config.all({
   Config.map((raw): RoleSettingsShape => ({
     role: raw.role,
     cluster:
-      raw.role === "embedded" || Option.isNone(raw.databaseUrl)
+      raw.role === "embedded" || Option.isNone(raw.databaseUrl) || Option.isNone(raw.secret)
         ? Option.none()
         : Option.some({
             databaseUrl: raw.databaseUrl.value,
+            secret: raw.secret.value,
             runnerAddress: raw.role === "runner" ? Option.map(raw.runnerPort, (port) => ({ host: raw.runnerHost, port })) : Option.none(),
             shards: raw.shards,
             lockExpiration: raw.lockExpiration,
