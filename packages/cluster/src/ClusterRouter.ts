@@ -18,7 +18,7 @@ import { Correlation, requestIdHeader } from "@cairn/server/engine/Correlation"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
 import { type EngineError, isRefusal, Unavailable } from "@cairn/server/engine/Refusal"
 import { databaseId } from "@cairn/store/Databases"
-import { Cause, Clock, Data, type Duration, Effect, Layer, Option, Schedule } from "effect"
+import { Cause, Clock, Data, type Duration, Effect, Layer, Option, Predicate, Schedule } from "effect"
 import { type Call, DatabaseEntity } from "./entity/DatabaseEntity.js"
 import { HostedDatabases } from "./entity/HostedDatabases.js"
 import { type CallKey, sign } from "./entity/SignedCall.js"
@@ -68,7 +68,7 @@ export const layer = (options: HopOptions): Layer.Layer<DatabaseRouter, never, S
               if (Option.isSome(failure)) {
                 if (isEngineError(failure.value)) return failure.value
                 // The entity's mailbox is full: the same answer as a full writer queue.
-                if ((failure.value as { _tag?: unknown })._tag === "MailboxFull") {
+                if (Predicate.isTagged(failure.value, "MailboxFull")) {
                   return new Overloaded({ message: "The database is busy; nothing was applied. Retry the same request shortly.", retryAfterSeconds: 1 })
                 }
               }
