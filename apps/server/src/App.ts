@@ -9,6 +9,7 @@ import { BearerGate } from "@cairn/server/http/BearerGate"
 import { CatalogGuardLive } from "@cairn/server/engine/CatalogGuard"
 import { SealerLive } from "@cairn/server/auth/DeploymentSecret"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { DatabaseRouter, type Placement } from "@cairn/server/engine/DatabaseRouter"
 import { DbRoutes } from "@cairn/server/http/DbRoutes"
 import { Deployment, type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
@@ -30,17 +31,28 @@ import { type ConfigError, Effect, Layer } from "effect"
 import { type HttpLayerRouter } from "@effect/platform"
 import { ObjectRoutes } from "@cairn/server/http/ObjectRoutes"
 
-/** The engine every route calls, with the operator's budgets. */
+/** The engine every route calls, with the operator's budgets; its placement (a `DatabaseRouter`) is the role's. */
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
+
+/** The embedded default: every database of the deployment runs in this one process. */
+export const embedded: Placement = (engine) => engine.pipe(Layer.provide(DatabaseRouter.local))
 
 /** `/mcp` and its discovery documents, unless the operator switched MCP off (`CAIRN_MCP=off`: then 404). */
 const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (settings.mcp ? McpRoutesLive : Layer.empty)))
 
-/** Needs `Settings`; `pages` are extra static routes (the demo page). Everything else comes from the definition and the `CAIRN_*` environment. */
-export const App = (definition: DeploymentDefinition, pages: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter> = Layer.empty) =>
+/**
+ * Needs `Settings`; `pages` are extra static routes (the demo page); `place` is the role's
+ * placement of the engine (`embedded` by default; the cluster roles' come from `@cairn/cluster/Roles`).
+ * Everything else comes from the definition and the `CAIRN_*` environment.
+ */
+export const App = (
+  definition: DeploymentDefinition,
+  pages: Layer.Layer<never, ConfigError.ConfigError, Settings | HttpLayerRouter.HttpRouter> = Layer.empty,
+  place: Placement = embedded
+) =>
   Layer.mergeAll(
     serve(Layer.mergeAll(FrontMiddleware, DbRoutes, ObjectRoutes, McpIfOn, TestHookRoutes, ReadinessRoute, pages)).pipe(
-      Layer.provide([Engine, BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
+      Layer.provide([place(Engine), BearerGate.Default, Limits.layerConfig, TestHooks.Default]),
       Layer.provide(IdentityLive),
       Layer.provide(DevFallbackIssuer)
     ),

@@ -15,6 +15,7 @@ import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { allSettings } from "@cairn/server/Startup"
+import { roles } from "@cairn/server/operations/RoleSettings"
 import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
 import { Registry } from "@cairn/store/Registry"
 import { StoreConfig } from "@cairn/store/StoreConfig"
@@ -108,9 +109,14 @@ const restore = Command.make(
     })
 ).pipe(Command.withDescription("Restore one database from backups, to the newest backup or to a position or time."))
 
-const serve = Command.make("serve", { app }, ({ app }) =>
-  Effect.flatMap(loadDeployment(app), ({ definition }) => serveDeployment(definition))
-).pipe(Command.withDescription("Serve a deployment (the tracker by default) until SIGINT or SIGTERM, as npm start does."))
+const role = Options.choice("role", roles).pipe(
+  Options.withDescription("embedded (default: one process, no PostgreSQL), runner (holds database shards), front (forwards to runners) or replica; overrides CAIRN_ROLE"),
+  Options.optional
+)
+
+const serve = Command.make("serve", { app, role }, ({ app, role }) =>
+  Effect.flatMap(loadDeployment(app), ({ definition }) => serveDeployment(definition, undefined, Option.isSome(role) ? { role: role.value } : {}))
+).pipe(Command.withDescription("Serve a deployment (the tracker by default) until SIGINT or SIGTERM, as npm start does; --role picks the process's part in a cluster."))
 
 const check = Command.make("check", { app }, ({ app }) =>
   Effect.gen(function* () {

@@ -374,6 +374,7 @@ const answering = (mutate: DataPlane["mutate"]) =>
         link: () => Effect.dieMessage("unused"),
         resumable: () => Effect.dieMessage("unused"),
         linkPrincipal: () => Effect.dieMessage("unused"),
+        here: { query: () => Effect.dieMessage("unused"), mutate: () => Effect.dieMessage("unused"), snapshot: () => Effect.dieMessage("unused") },
         mutate
       })
     })

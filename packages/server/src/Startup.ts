@@ -14,6 +14,7 @@ import { corsOriginsConfig } from "./http/CorsOrigins.js"
 import { limitsConfig } from "./http/Limits.js"
 import { loggerFor } from "./operations/LogFormat.js"
 import { operatorSettingsConfig } from "./operations/OperatorSettings.js"
+import { roleSettingsConfig } from "./operations/RoleSettings.js"
 import { settingsConfig } from "./operations/Settings.js"
 
 /** Every setting read through `Config` at startup, together, so that their problems accumulate. */
@@ -26,6 +27,7 @@ export const allSettings = Config.all([
   describeLimitsConfig,
   corsOriginsConfig,
   operatorSettingsConfig,
+  roleSettingsConfig,
   Config.literal("pretty", "json", "logfmt")("CAIRN_LOG_FORMAT").pipe(Config.withDefault("pretty" as const))
 ])
 

@@ -18,6 +18,7 @@ import { Overloaded } from "@cairn/domain/Overloaded"
 import { type QueryRequest } from "@cairn/domain/Query"
 import { BearerGate } from "@cairn/server/http/BearerGate"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
 import { FrontMiddleware } from "@cairn/server/http/FrontMiddleware"
@@ -104,6 +105,11 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
     link: () => Effect.dieMessage("the scripted plane stores no files"),
     resumable: () => Effect.dieMessage("the scripted plane stores no files"),
     linkPrincipal: () => Effect.dieMessage("the scripted plane stores no files"),
+    here: {
+      query: () => Effect.dieMessage("the scripted plane hosts no databases"),
+      mutate: () => Effect.dieMessage("the scripted plane hosts no databases"),
+      snapshot: () => Effect.dieMessage("the scripted plane hosts no databases")
+    },
     query: (principal, payload) => {
       const request = payload as QueryRequest
       if (request.query.from.name === "Nope") return Effect.fail(new InvalidQuery({ message: 'No entity named "Nope" is defined.' }))
@@ -142,6 +148,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
 /** The real engine over the tracker deployment, in the front's data directory. */
 export const engine: Layer.Layer<DataPlane, unknown, Settings> = DataPlane.Default.pipe(
   Layer.provide(EngineLimitsLive),
+  Layer.provide(DatabaseRouter.local),
   Layer.provide([Deployment.layer(trackerDeployment), Sealer.layer(Redacted.make(randomBytes(32).toString("base64url")))])
 )
 

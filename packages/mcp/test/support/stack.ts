@@ -16,6 +16,7 @@ import { QueryLimits } from "@cairn/query/QueryLimits"
 import { BearerGate } from "@cairn/server/http/BearerGate"
 import { SealerLive } from "@cairn/server/auth/DeploymentSecret"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
 import { Deployment, type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
 import { FrontMiddleware } from "@cairn/server/http/FrontMiddleware"
@@ -84,7 +85,7 @@ export const startStack = (options: StackOptions = {}) =>
     const settings = { ...onLoopback({ port, dataDir }), baseUrl: base }
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
-    const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
+    const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive), Layer.provide(DatabaseRouter.local))
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.

@@ -4,7 +4,9 @@
  * pipeline: the token's scope → strict decode → the principal's policy view → `ifCatalog`
  * → the caller's database → the verb → a typed answer. Limits are applied here, once;
  * defects are logged under the request id and answered without internals. Transports
- * only authenticate and map `EngineError` to their wire.
+ * only authenticate and map `EngineError` to their wire. Which process runs the caller's
+ * database is the `DatabaseRouter`'s to say (here, embedded); a process that runs it for
+ * another calls `here`, the same pipeline without the routing step.
  */
 import { File } from "@cairn/catalog"
 import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
@@ -30,6 +32,7 @@ import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncReq
 import { Sync } from "@cairn/sync/Sync"
 import { Cause, Clock, Context, Effect, Option, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
+import { DatabaseRouter } from "./DatabaseRouter.js"
 import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
@@ -74,6 +77,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     const sealer = yield* Sealer
     const objects = yield* Objects
     const { baseUrl } = yield* Settings
+    const router = yield* DatabaseRouter
 
     // One context provided once per verb (each `provide` is a context swap of its own).
     const limits = Context.make(QueryLimits, queryLimits).pipe(Context.add(DescribeLimits, describeLimits), Context.add(Sealer, sealer))
@@ -156,12 +160,13 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         return { ...result, rows: result.rows.map((row) => sign(row) as (typeof result.rows)[number]) }
       })
 
-    const queryVerb = (principal: Principal, payload: unknown, options?: QueryOptions): Effect.Effect<QueryResult, EngineError> =>
+    /** A query admitted; `routed`: through the router (a front), else always here (the process running the database). */
+    const queryWith = (routed: boolean) => (principal: Principal, payload: unknown) =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
         // The database held for the read without a scope of its own (the store's cheap lease).
-        return yield* databases.withDatabase(principal.databaseKey, (database) =>
+        const here = databases.withDatabase(principal.databaseKey, (database) =>
           planner.run({
             view,
             principal,
@@ -175,13 +180,17 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
             },
             request
           })
-        ).pipe(
-          Effect.catchTag("ActivationError", (error) => unavailable(error)),
-          Effect.flatMap((result) => (options?.fileLinks === "signed" ? signFileLinks(principal, result) : Effect.succeed(result)))
-        )
-      }).pipe(withLimits, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
+        ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
+        return yield* routed ? router.query(principal, payload, here) : here
+      })
 
-    const mutateVerb = (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
+    const queryVerb = (routed: boolean) => (principal: Principal, payload: unknown, options?: QueryOptions): Effect.Effect<QueryResult, EngineError> =>
+      queryWith(routed)(principal, payload).pipe(
+        // Signed here, by the process the caller asked (its base URL), wherever the rows were read.
+        Effect.flatMap((result) => (options?.fileLinks === "signed" ? signFileLinks(principal, result) : Effect.succeed(result))),
+        withLimits, scrubDefects("query"), EngineMetrics.instrument("query"), hotSpan("DataPlane.query"))
+
+    const mutateVerb = (routed: boolean) => (principal: Principal, payload: unknown): Effect.Effect<Receipt, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("mutate", principal, payload, decodeMutateRequest)
         yield* Correlation.note({ invocationId: request.invocationId })
@@ -190,9 +199,11 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           return [CatalogVersion.operation(owner.name, name), CatalogVersion.entity(owner.name)]
         })
         // The database held for the call without a scope of its own (the store's cheap lease).
-        return yield* databases.withDatabase(principal.databaseKey, (database) =>
+        const here = databases.withDatabase(principal.databaseKey, (database) =>
           mutate({ view, principal, request, database, resolve: (operation, input) => objects.resolve(database, operation, input) })
         ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
+        // Admitted here first: the cheap refusals never cost a hop to the writer's process.
+        return yield* routed ? router.mutate(principal, payload, here) : here
       }).pipe(
         withLimits,
         Effect.tapBoth({
@@ -201,12 +212,12 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         }),
         scrubDefects("mutate"), EngineMetrics.instrument("mutate"), hotSpan("DataPlane.mutate"))
 
-    const snapshotVerb = (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
+    const snapshotVerb = (routed: boolean) => (principal: Principal, payload: unknown): Effect.Effect<SnapshotPage, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("snapshot", principal, payload, decodeSnapshotRequest)
         yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
-        const database = yield* open(principal)
-        return yield* sync.snapshot(principal, view, database, request)
+        const here = Effect.flatMap(open(principal), (database) => sync.snapshot(principal, view, database, request))
+        return yield* routed ? router.snapshot(principal, payload, here) : here
       }).pipe(withLimits, Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), hotSpan("DataPlane.snapshot"))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
@@ -214,6 +225,8 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const { request, view } = yield* admit("changes", principal, payload, decodeChangesRequest)
+          // Never forwarded: a live stream follows the database where it is open.
+          yield* router.servesHere(principal)
           const database = yield* open(principal)
           return sync.changes(principal, view, database, request)
         }).pipe(withLimits, scrubDefects("changes"))
@@ -231,6 +244,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const scope = requiredScope[verb]
         if (!principal.scopes.includes(scope)) return yield* new InsufficientScope({ scope, message: missingScope(scope) })
+        yield* router.servesHere(principal)
         return yield* open(principal)
       })
 
@@ -262,16 +276,26 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
 
     return {
       describe: describeVerb,
-      query: queryVerb,
-      mutate: mutateVerb,
-      snapshot: snapshotVerb,
+      query: queryVerb(true),
+      mutate: mutateVerb(true),
+      snapshot: snapshotVerb(true),
       changes: changesVerb,
       upload: uploadVerb,
       download: downloadVerb,
       link: linkVerb,
       resumable: resumableVerb,
       /** The principal a signed download link stands for, while it is valid (then `download` as them). */
-      linkPrincipal: objects.linkPrincipal
+      linkPrincipal: objects.linkPrincipal,
+      /**
+       * The verbs the router forwards, as the process running the caller's database serves them
+       * for another process: the same pipeline (admission included), never routed again. Query
+       * results come unsigned: the process the caller asked signs file links with its own base URL.
+       */
+      here: {
+        query: (principal: Principal, payload: unknown) => queryVerb(false)(principal, payload),
+        mutate: mutateVerb(false),
+        snapshot: snapshotVerb(false)
+      }
     } as const
   }),
   dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default, Objects.Default]

@@ -6,7 +6,8 @@
 import { Context, Effect, Exit, Metric, MetricBoundaries, MetricKey, Stream } from "effect"
 import { labelled } from "../operations/FrontMetrics.js"
 
-export type TransportName = "rpc" | "sync" | "mcp" | "files" | "internal"
+/** `cluster`: a call another process forwarded to the one running the database (counted there as well as where it came in). */
+export type TransportName = "rpc" | "sync" | "mcp" | "files" | "cluster" | "internal"
 
 /** Which way in the current call came; the routes set it, anything else is `internal`. */
 export class CurrentTransport extends Context.Reference<CurrentTransport>()("@cairn/server/EngineMetrics/CurrentTransport", {

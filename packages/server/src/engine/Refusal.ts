@@ -5,10 +5,10 @@
  * overloaded, a database that cannot be opened, and a failure inside the server. Their
  * messages are public: they name no internal id, path, SQL or class, only the request id.
  */
-import { type AccessScope } from "@cairn/domain/AccessScope"
 import { InternalError } from "@cairn/domain/InternalError"
 import { type Overloaded } from "@cairn/domain/Overloaded"
 import { PublicError } from "@cairn/domain/PublicError"
+import { type InsufficientScope, InternalFailure, type Unavailable } from "@cairn/domain/Refusal"
 import { Cause, Data, Effect, Option, Predicate, Schema } from "effect"
 import { Correlation } from "./Correlation.js"
 
@@ -16,17 +16,8 @@ import { Correlation } from "./Correlation.js"
 export const missingScope = (scope: string) =>
   `This call needs the ${scope} scope, which the access token does not carry. Ask the authorization server for a token with ${scope}.`
 
-/** The verified token lacks the scope the verb needs (403 + `insufficient_scope`). */
-export class InsufficientScope extends Data.TaggedError("InsufficientScope")<{
-  readonly scope: AccessScope
-  readonly message: string
-}> {}
-
-/** The caller's database cannot be served right now (503); logged under the request id. */
-export class Unavailable extends Data.TaggedError("Unavailable")<{ readonly message: string }> {}
-
-/** A defect inside the server (500); logged under the request id, which the message names. */
-export class InternalFailure extends Data.TaggedError("InternalFailure")<{ readonly message: string }> {}
+/** The refusals are contracts (`@cairn/domain/Refusal`): they cross a process hop by tag. */
+export { InsufficientScope, InternalFailure, Unavailable } from "@cairn/domain/Refusal"
 
 export type Refusal = InsufficientScope | Overloaded | Unavailable | InternalFailure
 

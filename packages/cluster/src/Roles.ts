@@ -1,0 +1,78 @@
+/**
+ * The layers of each cluster role, in one place. A runner holds shards: the database
+ * entities run here, and its HTTP front takes requests like any process. A front holds no
+ * shards and forwards what needs a database to the entity that has it. A replica is a front
+ * for now (followed copies come later). Shard locks, runners and messages live in the
+ * cluster's PostgreSQL; runners talk to each other over sockets. Loaded only by the cluster
+ * roles (`apps/server` imports this module dynamically), so the embedded default never loads
+ * `@effect/cluster` or `pg`.
+ */
+import * as RunnerAddress from "@effect/cluster/RunnerAddress"
+import * as RunnerHealth from "@effect/cluster/RunnerHealth"
+import * as Runners from "@effect/cluster/Runners"
+import * as ShardingConfig from "@effect/cluster/ShardingConfig"
+import * as SocketRunner from "@effect/cluster/SocketRunner"
+import * as SqlMessageStorage from "@effect/cluster/SqlMessageStorage"
+import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
+import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
+import * as RpcSerialization from "@effect/rpc/RpcSerialization"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import { type Placement } from "@cairn/server/engine/DatabaseRouter"
+import { type ClusterSettingsShape, type Role } from "@cairn/server/operations/RoleSettings"
+import { Duration, Layer, Option } from "effect"
+import * as ClusterRouter from "./ClusterRouter.js"
+import * as DatabaseHost from "./entity/DatabaseHost.js"
+import { HostedDatabases } from "./entity/HostedDatabases.js"
+import { callKey } from "./entity/SignedCall.js"
+
+export type ClusterRole = Exclude<Role, "embedded">
+
+/** The cluster's timings and this process's runner address, as `@effect/cluster` takes them (never from its own env reading). */
+const shardingConfig = (cluster: ClusterSettingsShape, holdsShards: boolean) =>
+  ShardingConfig.layer({
+    runnerAddress: holdsShards ? Option.map(cluster.runnerAddress, (a) => RunnerAddress.make(a.host, a.port)) : Option.none(),
+    runnerListenAddress: Option.none(),
+    shardsPerGroup: cluster.shards,
+    shardLockExpiration: cluster.lockExpiration,
+    // Refreshed well within the expiration, so a live runner never loses its shards.
+    shardLockRefreshInterval: Duration.divide(cluster.lockExpiration, 3).pipe(Option.getOrElse(() => cluster.lockExpiration)),
+    refreshAssignmentsInterval: cluster.refreshInterval,
+    runnerHealthCheckInterval: cluster.healthInterval,
+    entityMaxIdleTime: cluster.entityIdle
+  })
+
+/** `Sharding` for a runner (holds shards, serves other processes' calls) or a front (client only). */
+const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
+  const transport = holdsShards
+    ? SocketRunner.layer.pipe(
+        Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))),
+        Layer.provide([NodeClusterSocket.layerSocketServer, NodeClusterSocket.layerClientProtocol])
+      )
+    : SocketRunner.layerClientOnly.pipe(Layer.provide(NodeClusterSocket.layerClientProtocol))
+  return transport.pipe(
+    Layer.provide(Layer.orDie(SqlMessageStorage.layer)),
+    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(shardingConfig(cluster, holdsShards)),
+    Layer.provide(RpcSerialization.layerMsgPack)
+  )
+}
+
+/**
+ * The placement of `role`: the engine with the cluster's router, and on a runner the
+ * database entities over that same engine (one `Databases`, one registry lock).
+ */
+export const placement = (role: ClusterRole, cluster: ClusterSettingsShape): Placement => (engine) => {
+  const holdsShards = role === "runner"
+  // One PostgreSQL client for the cluster's storage (and, at merge, the archive's heads).
+  const pg = PgClient.layer({ url: cluster.databaseUrl })
+  const hosted = HostedDatabases.layer
+  const key = callKey(cluster.secret)
+  const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100), key }).pipe(Layer.provide(hosted))
+  // The store's cluster-mode services go here, beside the router (e.g. the archive: `PgArchive.layer`, over `pg`).
+  const storeServices = Layer.empty
+  const placed = engine.pipe(Layer.provide(router), Layer.provide(storeServices))
+  const hosting = holdsShards
+    ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key }).pipe(Layer.provide(placed), Layer.provide(hosted))
+    : Layer.empty
+  return Layer.merge(placed, hosting).pipe(Layer.provide(shardingLayer(cluster, holdsShards)), Layer.provide(pg))
+}
