@@ -37,6 +37,7 @@ import { StoreConfig } from "@cairn/store/StoreConfig"
 import { BearerGate } from "@cairn/server/http/BearerGate"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
+import { DatabasesLive } from "@cairn/server/engine/DatabasesLive"
 import { DbRoutes } from "@cairn/server/http/DbRoutes"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
@@ -170,7 +171,7 @@ export const fanout = async (): Promise<void> => {
       databases: [{ name: "tenants", keyClaim: "org", legacyKeys: true }],
       rolesClaim: "roles"
     })
-    const engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive), Layer.provide(DatabaseRouter.local))
+    const engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive), Layer.provide([DatabaseRouter.local, DatabasesLive]))
     const app = serve(Layer.mergeAll(FrontMiddleware, DbRoutes)).pipe(
       Layer.provide([BearerGate.Default, Limits.layer()]),
       Layer.provideMerge(engine),

@@ -9,6 +9,7 @@ import { BearerGate } from "@cairn/server/http/BearerGate"
 import { CatalogGuardLive } from "@cairn/server/engine/CatalogGuard"
 import { SealerLive } from "@cairn/server/auth/DeploymentSecret"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
+import { DatabasesLive } from "@cairn/server/engine/DatabasesLive"
 import { DatabaseRouter, type Placement } from "@cairn/server/engine/DatabaseRouter"
 import { DbRoutes } from "@cairn/server/http/DbRoutes"
 import { Deployment, type DeploymentDefinition } from "@cairn/server/engine/Deployment"
@@ -35,7 +36,7 @@ import { ObjectRoutes } from "@cairn/server/http/ObjectRoutes"
 export const Engine = DataPlane.Default.pipe(Layer.provide(EngineLimitsLive))
 
 /** The embedded default: every database of the deployment runs in this one process. */
-export const embedded: Placement = (engine) => engine.pipe(Layer.provide(DatabaseRouter.local))
+export const embedded: Placement = (engine) => engine.pipe(Layer.provide([DatabaseRouter.local, DatabasesLive]))
 
 /** `/mcp` and its discovery documents, unless the operator switched MCP off (`CAIRN_MCP=off`: then 404). */
 const McpIfOn = Layer.unwrapEffect(Effect.map(OperatorSettings, (settings) => (settings.mcp ? McpRoutesLive : Layer.empty)))

@@ -137,7 +137,9 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
       CAIRN_CLUSTER_LOCK_EXPIRATION: "3 seconds",
       CAIRN_CLUSTER_REFRESH_INTERVAL: "500 millis",
       CAIRN_CLUSTER_HEALTH_INTERVAL: "1 second",
-      CAIRN_CLUSTER_SEND_TIMEOUT: "4 seconds"
+      CAIRN_CLUSTER_SEND_TIMEOUT: "4 seconds",
+      // The archive, the followed copies and the files: one object store every process shares.
+      CAIRN_OBJECT_DIR: mkdtempSync(join(tmpdir(), "cairn-cluster-objects-"))
     }
     const dir = (name: string) => mkdtempSync(join(tmpdir(), `cairn-cluster-${name}-`))
     const runner = async (name: string, record: boolean) =>
@@ -198,15 +200,22 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
     const frontLine = JSON.parse(await waitFor("the front's log line", () => front.output().split("\n").find((l) => l.includes(`"requestId":"${created.requestId}"`) && l.includes("/db/rpc"))))
     expect(entityLine.annotations.traceId).toBeDefined()
     expect(entityLine.annotations.traceId).toBe(frontLine.annotations.traceId)
+    const atLeast = successOf(created).position
+    const entityQuery = (requestId: string) => () =>
+      runners.some((r) => r.output().split("\n").some((l) => l.includes(`"requestId":"${requestId}"`) && l.includes("entity query")))
     for (const server of [front, ...runners]) {
-      const answer = await rpc(server, t, "Query", { query: projects })
+      // Read your writes: at least the receipt's position, from this process's followed copy (the writer is not asked).
+      const answer = await rpc(server, t, "Query", { query: projects, atLeast })
       expect(answer.status, answer.text).toBe(200)
       expect(successOf(answer).rows.map((r: any) => r.name)).toContain("Zephyr")
-      // The owner reads its own copy; every other process asks the entity (which logs the call).
-      const forwarded = () => owner.output().split("\n").some((l) => l.includes(`"requestId":"${answer.requestId}"`) && l.includes("entity query"))
-      if (server === owner) expect(forwarded()).toBe(false)
-      else await waitFor("the owner's entity query line", forwarded)
+      expect(successOf(answer).basis.position >= atLeast).toBe(true)
+      expect(entityQuery(answer.requestId)()).toBe(false)
     }
+    // A position no copy has reached in CAIRN_READ_WAIT: the writer answers, at its own (latest) position.
+    const ahead = await rpc(front, t, "Query", { query: projects, atLeast: "c00zzzz" })
+    expect(ahead.status, ahead.text).toBe(200)
+    expect(successOf(ahead).rows.map((r: any) => r.name)).toContain("Zephyr")
+    await waitFor("the owner's entity query line", entityQuery(ahead.requestId))
 
     // Snapshot pages: the same records through any process (the front's page comes from the entity).
     const scope = { entities: [{ from: { kind: "entity", name: "Project" } }] }
@@ -219,12 +228,11 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
       expect(other.checkpoint.position).toBe(first.checkpoint.position)
     }
 
-    // Live changes are served only where the database is: elsewhere the retryable refusal, for now.
-    const elsewhere = await rpc(front, t, "SyncChanges", { scope, cursor: first.checkpoint.cursor, live: false }, "/db/sync")
-    expect(elsewhere.status, elsewhere.text).toBe(503)
-    expect(elsewhere.text).toContain("Live changes and files of your database are not served by this process right now")
-    const there = await rpc(owner, t, "SyncChanges", { scope, cursor: first.checkpoint.cursor, live: false }, "/db/sync")
-    expect(there.status, there.text).toBe(200)
+    // Changes after the snapshot's cursor: served by every process from its followed copy.
+    for (const server of [front, ...runners]) {
+      const changes = await rpc(server, t, "SyncChanges", { scope, cursor: first.checkpoint.cursor, live: false }, "/db/sync")
+      expect(changes.status, changes.text).toBe(200)
+    }
   })
 
   it("refusals and public errors are the embedded server's, status and body", async () => {
@@ -308,10 +316,16 @@ describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", (
       `cluster-failover: ms_to_first_commit=${failoverMs} attempts=${attempts} in_flight_calls=${outcomes.length} answered_503=${refused.length} (lock expiration 3 s)`
     )
 
-    // Reads follow: the survivor now hosts the database.
-    const read = await rpc(survivor, t, "Query", { query: projects })
+    // Nothing acknowledged went with the dead runner: the new owner rebuilt the database from the archive,
+    // and every receipt the load was given replays identically there.
+    const acknowledged = outcomes.filter((o) => o.answer.status === 200)
+    expect(acknowledged.length).toBeGreaterThan(0)
+    for (const { id, answer: a } of acknowledged) expect(successOf(await rpc(front, t, "Mutate", createProject("load", id)))).toEqual(successOf(a))
+    const read = await rpc(survivor, t, "Query", { query: projects, atLeast: successOf(answer).position })
     expect(read.status, read.text).toBe(200)
-    expect(successOf(read).rows.map((r: any) => r.name)).toContain("After")
+    const names = successOf(read).rows.map((r: any) => r.name)
+    expect(names).toContain("Before")
+    expect(names).toContain("After")
 
     // With no runner left, the front's own deadline answers (the cluster would retry forever): retryable, by reference.
     await stopChild(survivor, "SIGKILL")

@@ -1,16 +1,15 @@
 /**
  * `DatabaseRouter` in a cluster: a database's writer runs only inside its entity, wherever
  * the cluster placed it. Mutations always go to the entity (delivered locally when the shard
- * is here); queries and snapshot pages are served here while this runner hosts the entity,
- * else by the entity; live changes and files only where the entity is hosted.
+ * is here). Reads run on this process's followed copy of the database (`Followers`) when it
+ * holds the caller's position in time; otherwise queries and snapshot pages go to the entity.
  *
  * A send to an unassigned shard is retried by the cluster forever, so every hop has the
  * front's own deadline (then the retryable `Unavailable`). A hop that breaks (the runner
  * died, the connection dropped) is sent again with the same payload, so a mutation keeps its
  * invocationId: exactly once comes from the writer's receipts, not from the transport.
  */
-import * as EntityId from "@effect/cluster/EntityId"
-import { Sharding } from "@effect/cluster/Sharding"
+import { type Sharding } from "@effect/cluster/Sharding"
 import { isPublicError } from "@cairn/domain/PublicError"
 import { Overloaded } from "@cairn/domain/Overloaded"
 import { type Principal } from "@cairn/domain/Principal"
@@ -20,7 +19,7 @@ import { type EngineError, isRefusal, Unavailable } from "@cairn/server/engine/R
 import { databaseId } from "@cairn/store/Databases"
 import { Cause, Clock, Data, type Duration, Effect, Layer, Option, Predicate, Schedule } from "effect"
 import { type Call, DatabaseEntity } from "./entity/DatabaseEntity.js"
-import { HostedDatabases } from "./entity/HostedDatabases.js"
+import { Followers } from "./replica/Followers.js"
 import { type CallKey, sign } from "./entity/SignedCall.js"
 
 export interface HopOptions {
@@ -37,18 +36,13 @@ class HopBroken extends Data.TaggedError("HopBroken")<{ readonly cause: Cause.Ca
 
 const isEngineError = (u: unknown): u is EngineError => isPublicError(u) || isRefusal(u)
 
-/** Builds the cluster's router. Needs `Sharding` (a runner's, or a front's client-only one) and `HostedDatabases`. */
-export const layer = (options: HopOptions): Layer.Layer<DatabaseRouter, never, Sharding | HostedDatabases> =>
+/** Builds the cluster's router. Needs `Sharding` (a runner's, or a front's client-only one) and this process's `Followers`. */
+export const layer = (options: HopOptions): Layer.Layer<DatabaseRouter, never, Sharding | Followers> =>
   Layer.effect(
     DatabaseRouter,
     Effect.gen(function* () {
-      const sharding = yield* Sharding
-      const hosted = yield* HostedDatabases
+      const followers = yield* Followers
       const clientFor = yield* DatabaseEntity.client
-
-      /** Whether this process hosts the entity of database `id` now (shard held and entity active). */
-      const hostsHere = (id: string) =>
-        hosted.has(id) && sharding.hasShardId(sharding.getShardId(EntityId.make(id), DatabaseEntity.getShardGroup(EntityId.make(id))))
 
       /** One forwarded call, with the front's request id and deadline, retried while the hop breaks. */
       const forward = <A>(
@@ -94,20 +88,13 @@ export const layer = (options: HopOptions): Layer.Layer<DatabaseRouter, never, S
           )
         })
 
-      const notHere = Effect.gen(function* () {
-        const requestId = yield* Correlation.id
-        return yield* new Unavailable({
-          message: `Live changes and files of your database are not served by this process right now; this was logged as ${requestId}. Retry shortly.`
-        })
-      })
-
       return {
         mutate: (principal, payload) => forward(principal, payload, (client, call, headers) => client.Mutate(call, { headers })),
-        query: (principal, payload, here) =>
-          hostsHere(databaseId(principal.databaseKey)) ? here : forward(principal, payload, (client, call, headers) => client.Query(call, { headers })),
-        snapshot: (principal, payload, here) =>
-          hostsHere(databaseId(principal.databaseKey)) ? here : forward(principal, payload, (client, call, headers) => client.Snapshot(call, { headers })),
-        servesHere: (principal) => (hostsHere(databaseId(principal.databaseKey)) ? Effect.void : notHere)
+        // Reads run on a followed copy when this process has one at the caller's position in time (see
+        // `DataPlane`); these are what the writer answers otherwise.
+        query: (principal, payload) => forward(principal, payload, (client, call, headers) => client.Query(call, { headers })),
+        snapshot: (principal, payload) => forward(principal, payload, (client, call, headers) => client.Snapshot(call, { headers })),
+        copies: (principal, atLeast) => followers.read(databaseId(principal.databaseKey), atLeast)
       }
     })
   )

@@ -1,8 +1,9 @@
 /**
  * The layers of each cluster role, in one place. A runner holds shards: the database
  * entities run here, and its HTTP front takes requests like any process. A front holds no
- * shards and forwards what needs a database to the entity that has it. A replica is a front
- * for now (followed copies come later). Shard locks, runners and messages live in the
+ * shards and forwards what needs a database to the entity that has it. Every process reads from
+ * followed copies of the databases it serves (a replica is a front that only reads in practice:
+ * the same process kind, named for what the operator runs it for). Shard locks, runners and messages live in the
  * cluster's PostgreSQL; runners talk to each other over sockets. Loaded only by the cluster
  * roles (`apps/server` imports this module dynamically), so the embedded default never loads
  * `@effect/cluster` or `pg`.
@@ -17,12 +18,19 @@ import * as SqlRunnerStorage from "@effect/cluster/SqlRunnerStorage"
 import * as NodeClusterSocket from "@effect/platform-node/NodeClusterSocket"
 import * as RpcSerialization from "@effect/rpc/RpcSerialization"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import { type Placement } from "@cairn/server/engine/DatabaseRouter"
+import { type DataPlane } from "@cairn/server/engine/DataPlane"
+import { type DatabaseRouter, type Placement } from "@cairn/server/engine/DatabaseRouter"
+import { type Deployment } from "@cairn/server/engine/Deployment"
+import { type Settings } from "@cairn/server/operations/Settings"
+import { type Databases } from "@cairn/store/Databases"
+import { databasesWith, OperationCatalogLive, StoreConfigLive } from "@cairn/server/engine/DatabasesLive"
+import { ObjectStoreLive } from "@cairn/server/engine/ObjectStoreLive"
 import { type ClusterSettingsShape, type Role } from "@cairn/server/operations/RoleSettings"
 import { Duration, Layer, Option } from "effect"
 import * as ClusterRouter from "./ClusterRouter.js"
 import * as DatabaseHost from "./entity/DatabaseHost.js"
-import { HostedDatabases } from "./entity/HostedDatabases.js"
+import * as PgArchive from "./archive/PgArchive.js"
+import { Followers } from "./replica/Followers.js"
 import { callKey } from "./entity/SignedCall.js"
 
 export type ClusterRole = Exclude<Role, "embedded">
@@ -63,16 +71,22 @@ const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
  */
 export const placement = (role: ClusterRole, cluster: ClusterSettingsShape): Placement => (engine) => {
   const holdsShards = role === "runner"
-  // One PostgreSQL client for the cluster's storage (and, at merge, the archive's heads).
+  // One PostgreSQL client: the cluster's shard locks and messages, the archive's heads and its notifications.
   const pg = PgClient.layer({ url: cluster.databaseUrl })
-  const hosted = HostedDatabases.layer
   const key = callKey(cluster.secret)
-  const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100), key }).pipe(Layer.provide(hosted))
-  // The store's cluster-mode services go here, beside the router (e.g. the archive: `PgArchive.layer`, over `pg`).
-  const storeServices = Layer.empty
-  const placed = engine.pipe(Layer.provide(router), Layer.provide(storeServices))
-  const hosting = holdsShards
-    ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key }).pipe(Layer.provide(placed), Layer.provide(hosted))
-    : Layer.empty
-  return Layer.merge(placed, hosting).pipe(Layer.provide(shardingLayer(cluster, holdsShards)), Layer.provide(pg))
+  // The store: every acknowledged group shipped to the object store and fenced in PostgreSQL. One object
+  // store for the archive, the followed copies and the files (S3, or a directory the processes share).
+  const databases = databasesWith(PgArchive.layer)
+  const followers = Followers.Default.pipe(Layer.provide([StoreConfigLive, OperationCatalogLive]))
+  const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100), key }).pipe(Layer.provide(followers))
+  const placed = engine.pipe(Layer.provide(router), Layer.provideMerge(databases))
+  const hosting = holdsShards ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key }).pipe(Layer.provide(placed)) : Layer.empty
+  const assembled = Layer.merge(placed, hosting).pipe(
+    Layer.provide(shardingLayer(cluster, holdsShards)),
+    Layer.provide(ObjectStoreLive),
+    Layer.provide(pg)
+  )
+  // What it still needs is the engine's own (settings, deployment, ...): TypeScript cannot follow the
+  // chain of generic `Exclude`s above to `Placement`'s, so the layer is named as what it is.
+  return assembled as unknown as Layer.Layer<DataPlane, unknown, Settings | Deployment | Exclude<typeof engine extends Layer.Layer<DataPlane, infer _E, infer R> ? R : never, DatabaseRouter | Databases>>
 }

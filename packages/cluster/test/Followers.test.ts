@@ -8,7 +8,6 @@ import * as Position from "@cairn/store/Position"
 import { ObjectStore } from "@cairn/store/ObjectStore"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
 import { StoreConfig } from "@cairn/store/StoreConfig"
-import { Handlers } from "@cairn/store"
 import { Followers } from "@cairn/cluster/replica/Followers"
 import { catalog, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir } from "./support/archive.js"
 
@@ -48,7 +47,8 @@ describe.skipIf(unavailable !== undefined)("followed copies", () => {
       for (let i = 1; i <= 4; i++) yield* mutate(writer, request("bump", { by: i }, target))
       yield* mutate(writer, request("create", { name: "b" }))
 
-      const reading = yield* Layer.build(followersLayer(yield* tempDir(), objects, url))
+      // No polling to speak of: what the copy learns, it learns from the writer's notifications.
+      const reading = yield* Layer.build(followersLayer(yield* tempDir(), objects, url, { CAIRN_FOLLOW_POLL_INTERVAL: "1 hours" }))
       const followers = reading.unsafeMap.get(Followers.key) as Followers
       const copy = yield* followers.read(id, 0)
       assert.isTrue(Option.isSome(copy))
@@ -92,6 +92,3 @@ describe.skipIf(unavailable !== undefined)("followed copies", () => {
     })
   )
 })
-
-// Keep the import of Handlers used by type only for the reader's catalog layer shape.
-void Handlers

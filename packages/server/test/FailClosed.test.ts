@@ -13,6 +13,7 @@ import { Principal } from "@cairn/domain/Principal"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
+import { DatabasesLive } from "@cairn/server/engine/DatabasesLive"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
 import { FallbackIssuer } from "@cairn/server/auth/FallbackIssuer"
@@ -33,7 +34,9 @@ const settings: SettingsShape = {
   stageExplicit: true,
   testHooksSetting: undefined
 }
-const base = Layer.mergeAll(DatabaseRouter.local, Deployment.layer(trackerDeployment), Sealer.layer(Redacted.make("fail-closed-secret-0123456789abcdef")), Settings.layer(settings))
+const base = Layer.mergeAll(DatabaseRouter.local, DatabasesLive).pipe(
+  Layer.provideMerge(Layer.mergeAll(Deployment.layer(trackerDeployment), Sealer.layer(Redacted.make("fail-closed-secret-0123456789abcdef")), Settings.layer(settings)))
+)
 
 // The engine without the operator's budgets: QueryLimits, DescribeLimits and SyncConfig stay required.
 const withoutLimits = DataPlane.Default.pipe(Layer.provide(base))

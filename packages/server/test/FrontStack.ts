@@ -19,6 +19,7 @@ import { type QueryRequest } from "@cairn/domain/Query"
 import { BearerGate } from "@cairn/server/http/BearerGate"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
+import { DatabasesLive } from "@cairn/server/engine/DatabasesLive"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
 import { FrontMiddleware } from "@cairn/server/http/FrontMiddleware"
@@ -148,7 +149,7 @@ export const scriptedPlane = (journal: Array<string> = []) => Effect.gen(functio
 /** The real engine over the tracker deployment, in the front's data directory. */
 export const engine: Layer.Layer<DataPlane, unknown, Settings> = DataPlane.Default.pipe(
   Layer.provide(EngineLimitsLive),
-  Layer.provide(DatabaseRouter.local),
+  Layer.provide([DatabaseRouter.local, DatabasesLive]),
   Layer.provide([Deployment.layer(trackerDeployment), Sealer.layer(Redacted.make(randomBytes(32).toString("base64url")))])
 )
 

@@ -477,6 +477,11 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     return {
       activate,
       withDatabase,
+      /**
+       * Closes database `id` here once its users let go, as idle expiry would, without a fault: its
+       * owner moved to another process (a cluster entity stopped here). Its next activation claims it again.
+       */
+      close: discard,
       check,
       /** Opaque ids of the open databases (for health and tests). */
       open: Effect.sync(() => {

@@ -11,11 +11,11 @@ import { Correlation, type CorrelationShape, requestIdHeader } from "@cairn/serv
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { CurrentTransport } from "@cairn/server/engine/EngineMetrics"
 import { type InternalFailure, internalFailure } from "@cairn/server/engine/Refusal"
-import { databaseId } from "@cairn/store/Databases"
+import { Databases, databaseId } from "@cairn/store/Databases"
+import { type DatabaseId } from "@cairn/domain/Ids"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
 import { Cause, Clock, type Duration, Effect, Exit, Option } from "effect"
 import { type Call, DatabaseEntity } from "./DatabaseEntity.js"
-import { HostedDatabases } from "./HostedDatabases.js"
 import { type CallKey, verify } from "./SignedCall.js"
 
 export interface HostOptions {
@@ -28,12 +28,12 @@ export interface HostOptions {
 /** The entity's handlers, built once per activation of a database's entity on this runner. */
 const build = (key: CallKey) => Effect.gen(function* () {
   const plane = yield* DataPlane
-  const hosted = yield* HostedDatabases
+  const databases = yield* Databases
   const address = yield* Entity.CurrentAddress
   const id = address.entityId as string
-  // The database's writer is activated by the first call, inside this entity's lifetime; while the
-  // entity lives, this runner may serve the database's reads itself (`ClusterRouter`).
-  yield* hosted.enter(id)
+  // The database's writer is activated by the first call, inside this entity's lifetime, and closed with
+  // it: once the entity stops here (idle, or its shard moved) no writer of it stays open on this runner.
+  yield* Effect.addFinalizer(() => databases.close(id as DatabaseId))
   yield* Effect.logDebug("database entity active").pipe(Effect.annotateLogs({ database: id }))
 
   /** One forwarded verb: under the front's request id, for the database this entity is; one log line each, as the front's. */

@@ -17,6 +17,7 @@ import { BearerGate } from "@cairn/server/http/BearerGate"
 import { SealerLive } from "@cairn/server/auth/DeploymentSecret"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { DatabaseRouter } from "@cairn/server/engine/DatabaseRouter"
+import { DatabasesLive } from "@cairn/server/engine/DatabasesLive"
 import { Deployment, type DeploymentDefinition } from "@cairn/server/engine/Deployment"
 import { EngineLimitsLive } from "@cairn/server/engine/EngineLimits"
 import { FrontMiddleware } from "@cairn/server/http/FrontMiddleware"
@@ -85,7 +86,7 @@ export const startStack = (options: StackOptions = {}) =>
     const settings = { ...onLoopback({ port, dataDir }), baseUrl: base }
     const application = options.application ?? trackerApplication
     const DeploymentLive = Deployment.layer({ ...application, databases: [{ name: "tenants", schema: application.root.name, keyClaim: "org" }] })
-    const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive), Layer.provide(DatabaseRouter.local))
+    const PlaneLive = options.plane ?? DataPlane.Default.pipe(Layer.provide(EngineLimitsLive), Layer.provide([DatabaseRouter.local, DatabasesLive]))
 
     // Assembled as the entry point does: the front's middleware, identity trusting the
     // development issuer, and the development authorization server signing with its key.

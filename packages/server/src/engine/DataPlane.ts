@@ -26,14 +26,15 @@ import { type SnapshotPage, type SyncMessage } from "@cairn/domain/Sync"
 import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
-import { Databases } from "@cairn/store/Databases"
+import { type ReadableDatabase } from "@cairn/store/Database"
+import { Databases, databaseId } from "@cairn/store/Databases"
+import * as Position from "@cairn/domain/Position"
 import { mutate } from "@cairn/store/Mutate"
 import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
 import { Sync } from "@cairn/sync/Sync"
-import { Cause, Clock, Context, Effect, Option, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Option, type Scope, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabaseRouter } from "./DatabaseRouter.js"
-import { DatabasesLive } from "./DatabasesLive.js"
 import * as EngineMetrics from "./EngineMetrics.js"
 import { Deployment } from "./Deployment.js"
 import { type Download, type FileError, Objects, type Uploaded, type UploadRequest } from "./Objects.js"
@@ -136,6 +137,29 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       })
     const open = (principal: Principal) => Effect.catchAll(databases.activate(principal.databaseKey), unavailable)
 
+    /**
+     * The caller's database for a read that stays on this process (live changes, downloads): its own
+     * file, or in a cluster a followed copy (none in time: a retryable refusal, the client resumes).
+     */
+    const readHere = (principal: Principal): Effect.Effect<ReadableDatabase, Unavailable, Scope.Scope> => {
+      const copies = router.copies
+      if (copies === undefined) return open(principal)
+      return Effect.flatMap(copies(principal, 0), (copy) =>
+        Option.isSome(copy)
+          ? Effect.succeed(copy.value)
+          : Effect.flatMap(Correlation.id, (requestId) =>
+              Effect.fail(
+                new Unavailable({
+                  message: `Your database cannot be read on this server right now; this was logged as ${requestId}. Retry shortly.`
+                })
+              )
+            )
+      )
+    }
+
+    /** A read's `atLeast` (checked when decoded), as a position. */
+    const atLeastOf = (atLeast: string | undefined): number => (atLeast === undefined ? 0 : (Position.decode(atLeast) ?? 0))
+
     const describeVerb = (principal: Principal, payload: unknown): Effect.Effect<DescribeResult, EngineError> =>
       Effect.gen(function* () {
         const { request, view } = yield* admit("describe", principal, payload, decodeDescribeRequest)
@@ -165,8 +189,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const { request, view } = yield* admit("query", principal, payload, decodeQueryRequest)
         yield* ifCatalog(view, request.ifCatalog, () => CatalogVersion.touchedByQuery(view.catalog, request.query))
-        // The database held for the read without a scope of its own (the store's cheap lease).
-        const here = databases.withDatabase(principal.databaseKey, (database) =>
+        const run = (database: ReadableDatabase) =>
           planner.run({
             view,
             principal,
@@ -180,8 +203,17 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
             },
             request
           })
-        ).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
-        return yield* routed ? router.query(principal, payload, here) : here
+        // The database held for the read without a scope of its own (the store's cheap lease).
+        const here = databases.withDatabase(principal.databaseKey, run).pipe(Effect.catchTag("ActivationError", (error) => unavailable(error)))
+        if (!routed) return yield* here
+        const copies = router.copies
+        if (copies === undefined) return yield* router.query(principal, payload, here)
+        // A followed copy at the caller's position when this process has one in time; else the writer answers.
+        return yield* Effect.scoped(
+          Effect.flatMap(copies(principal, atLeastOf(request.atLeast)), (copy) =>
+            Option.isSome(copy) ? run(copy.value) : router.query(principal, payload, here)
+          )
+        )
       })
 
     const queryVerb = (routed: boolean) => (principal: Principal, payload: unknown, options?: QueryOptions): Effect.Effect<QueryResult, EngineError> =>
@@ -217,7 +249,11 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
         const { request, view } = yield* admit("snapshot", principal, payload, decodeSnapshotRequest)
         yield* ifCatalog(view, request.ifCatalog, () => request.scope.entities.map((e) => CatalogVersion.entity(e.from.name)))
         const here = Effect.flatMap(open(principal), (database) => sync.snapshot(principal, view, database, request))
-        return yield* routed ? router.snapshot(principal, payload, here) : here
+        if (!routed) return yield* here
+        const copies = router.copies
+        if (copies === undefined) return yield* router.snapshot(principal, payload, here)
+        const copy = yield* copies(principal, atLeastOf(request.atLeast))
+        return yield* Option.isSome(copy) ? sync.snapshot(principal, view, copy.value, request) : router.snapshot(principal, payload, here)
       }).pipe(withLimits, Effect.scoped, scrubDefects("snapshot"), EngineMetrics.instrument("snapshot"), hotSpan("DataPlane.snapshot"))
 
     /** Everything up to the first batch is admitted like any verb; the stream then holds the database open. */
@@ -225,9 +261,9 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Stream.unwrapScoped(
         Effect.gen(function* () {
           const { request, view } = yield* admit("changes", principal, payload, decodeChangesRequest)
-          // Never forwarded: a live stream follows the database where it is open.
-          yield* router.servesHere(principal)
-          const database = yield* open(principal)
+          // Never forwarded: a live stream follows the database's own file here, or a followed copy of it
+          // (a copy behind the caller's cursor simply sends nothing until it passes it).
+          const database = yield* readHere(principal)
           return sync.changes(principal, view, database, request)
         }).pipe(withLimits, scrubDefects("changes"))
       ).pipe(
@@ -244,13 +280,23 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       Effect.gen(function* () {
         const scope = requiredScope[verb]
         if (!principal.scopes.includes(scope)) return yield* new InsufficientScope({ scope, message: missingScope(scope) })
-        yield* router.servesHere(principal)
-        return yield* open(principal)
+        return yield* readHere(principal)
+      })
+    /**
+     * An upload's database, by id: its bytes go to the deployment's object store whichever process
+     * takes them (a cluster's is shared), and only a mutation binds them to a record, on the writer.
+     */
+    const admitUpload = (verb: FileVerb, principal: Principal) =>
+      Effect.gen(function* () {
+        const scope = requiredScope[verb]
+        if (!principal.scopes.includes(scope)) return yield* new InsufficientScope({ scope, message: missingScope(scope) })
+        if (router.copies !== undefined) return databaseId(principal.databaseKey)
+        return (yield* open(principal)).id
       })
 
     /** Streams an upload into the caller's database under every file limit; answers its upload handle. */
     const uploadVerb = (principal: Principal, request: UploadRequest): Effect.Effect<Uploaded, FileVerbError> =>
-      Effect.scoped(Effect.flatMap(admitFile("upload", principal), (database) => objects.upload(database.id, request))).pipe(
+      Effect.scoped(Effect.flatMap(admitUpload("upload", principal), (id) => objects.upload(id, request))).pipe(
         scrubDefects("upload"),
         EngineMetrics.instrument("upload"),
         Effect.withSpan("DataPlane.upload")
@@ -271,7 +317,7 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     /** One request of the resumable upload protocol (TUS 1.0), in the caller's open database. */
     const resumableVerb = (principal: Principal, request: Request): Effect.Effect<Response, FileVerbError> =>
       Effect.scoped(
-        Effect.flatMap(admitFile("resumable", principal), (database) => Effect.promise(() => objects.resumable.handle(principal, database.id, request)))
+        Effect.flatMap(admitUpload("resumable", principal), (id) => Effect.promise(() => objects.resumable.handle(principal, id, request)))
       ).pipe(scrubDefects("resumable"), EngineMetrics.instrument("resumable"), Effect.withSpan("DataPlane.resumable"))
 
     return {
@@ -298,7 +344,8 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
       }
     } as const
   }),
-  dependencies: [DatabasesLive, QueryPlanner.Default, Sync.Default, Objects.Default]
+  // The store (`Databases`) is the role's: embedded `DatabasesLive`, or a cluster's archived one.
+  dependencies: [QueryPlanner.Default, Sync.Default, Objects.Default]
 }) {}
 
 /** The engine's verbs, for code that takes them as a value. */

@@ -11,9 +11,13 @@ import { type Principal } from "@cairn/domain/Principal"
 import { type QueryResult } from "@cairn/domain/Query"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { type SnapshotPage } from "@cairn/domain/Sync"
-import { Context, Effect, Layer } from "effect"
+import { type ReadableDatabase } from "@cairn/store/Database"
+import { type Databases } from "@cairn/store/Databases"
+import { Context, type Effect, Layer, type Option, type Scope } from "effect"
 import { type DataPlane as DataPlaneTag } from "./DataPlane.js"
-import { type EngineError, type Unavailable } from "./Refusal.js"
+import { type EngineError } from "./Refusal.js"
+import { type Deployment } from "./Deployment.js"
+import { type Settings } from "../operations/Settings.js"
 
 export interface DatabaseRouterShape {
   /**
@@ -30,10 +34,12 @@ export interface DatabaseRouterShape {
     here: Effect.Effect<SnapshotPage, EngineError, R>
   ) => Effect.Effect<SnapshotPage, EngineError, R>
   /**
-   * Whether verbs that are never forwarded (live changes, the file verbs) may open the
-   * principal's database in this process: succeeds, or answers the retryable `Unavailable`.
+   * Where reads run when this process does not write the database: a followed copy at `atLeast` or
+   * later, held for the current scope, or None when there is none in time (then `query` and
+   * `snapshot` forward to the writer, and live changes and downloads answer a retryable refusal).
+   * Undefined: every read runs on this process's own store (the embedded default).
    */
-  readonly servesHere: (principal: Principal) => Effect.Effect<void, Unavailable>
+  readonly copies: ((principal: Principal, atLeast: number) => Effect.Effect<Option.Option<ReadableDatabase>, never, Scope.Scope>) | undefined
 }
 
 export class DatabaseRouter extends Context.Tag("@cairn/server/DatabaseRouter")<DatabaseRouter, DatabaseRouterShape>() {
@@ -42,15 +48,15 @@ export class DatabaseRouter extends Context.Tag("@cairn/server/DatabaseRouter")<
     mutate: (_principal, _payload, here) => here,
     query: (_principal, _payload, here) => here,
     snapshot: (_principal, _payload, here) => here,
-    servesHere: () => Effect.void
+    copies: undefined
   })
 }
 
 /**
- * How a role places the engine: it takes the engine as assembled (which needs a router) and
- * answers it with the router provided, plus whatever else the role runs beside it (a runner's
+ * How a role places the engine: it takes the engine as assembled (which needs a router and a
+ * store) and answers it with both provided, plus whatever else the role runs beside it (a runner's
  * entities). Embedded, that is `DatabaseRouter.local`; the cluster roles are `@cairn/cluster/Roles`.
  */
 export interface Placement {
-  <E, R>(engine: Layer.Layer<DataPlaneTag, E, R>): Layer.Layer<DataPlaneTag, unknown, Exclude<R, DatabaseRouter>>
+  <E, R>(engine: Layer.Layer<DataPlaneTag, E, R>): Layer.Layer<DataPlaneTag, unknown, Exclude<R, DatabaseRouter | Databases> | Settings | Deployment>
 }

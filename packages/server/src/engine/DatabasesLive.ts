@@ -13,13 +13,16 @@ import { PolicyGuardLive } from "./PolicyGuard.js"
 import { Settings } from "../operations/Settings.js"
 
 /** The store's settings (`CAIRN_SQLITE_*`, `CAIRN_WRITER_*`, ...), in the data directory the server settings name. */
-const StoreConfigLive = Layer.effect(
+export const StoreConfigLive = Layer.effect(
   StoreConfig,
   Effect.gen(function* () {
     const settings = yield* Settings
     return { ...(yield* storeConfig), dataDir: settings.dataDir }
   })
 )
+
+/** The deployment's operations and handlers, as the store runs them. */
+export const OperationCatalogLive = Layer.effect(OperationCatalog, Effect.map(Deployment, (d) => d.operations))
 
 /**
  * The store over an explicit archive: `Archive.local` (embedded, the default: nothing leaves the
@@ -28,7 +31,7 @@ const StoreConfigLive = Layer.effect(
 export const databasesWith = <E, R>(archive: Layer.Layer<Archive, E, R>) =>
   Databases.Default.pipe(
     Layer.provide(StoreConfigLive),
-    Layer.provide(Layer.effect(OperationCatalog, Effect.map(Deployment, (d) => d.operations))),
+    Layer.provide(OperationCatalogLive),
     Layer.provide(PolicyGuardLive),
     Layer.provide(archive)
   )

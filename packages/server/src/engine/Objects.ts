@@ -5,6 +5,7 @@
  * references the object (checked against the current policy at every request, signed
  * links included), and collection of objects no record references any more.
  */
+import { type ReadableDatabase } from "@cairn/store/Database"
 import { randomUUID } from "node:crypto"
 import { mkdirSync } from "node:fs"
 import type { Readable } from "node:stream"
@@ -397,7 +398,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       })
 
     /** The file `objectId` as one of the records `view` shows holds it, if any. */
-    const visibleFile = (view: View, database: Database, objectId: string) =>
+    const visibleFile = (view: View, database: ReadableDatabase, objectId: string) =>
       Effect.gen(function* () {
         if (!/^[0-9a-f-]{36}$/.test(objectId)) return Option.none<File.FileRef>()
         const sql = database.reader
@@ -414,7 +415,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       }).pipe(Effect.orDie)
 
     /** The file `objectId` for a caller whose policy view is `view`, in their open `database`: its bytes, or the `Range` of them. */
-    const download = (view: View, database: Database, objectId: string, rangeHeader: string | undefined): Effect.Effect<Download, FileError> =>
+    const download = (view: View, database: ReadableDatabase, objectId: string, rangeHeader: string | undefined): Effect.Effect<Download, FileError> =>
       Effect.gen(function* () {
         const found = yield* visibleFile(view, database, objectId)
         if (Option.isNone(found)) return yield* noSuchFile
@@ -452,7 +453,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     }
 
     /** A signed link to `objectId` for the caller, if their view of `database` shows it now. */
-    const link = (principal: Principal, view: View, database: Database, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, Inaccessible> =>
+    const link = (principal: Principal, view: View, database: ReadableDatabase, objectId: string): Effect.Effect<{ url: string; expiresAt: string }, Inaccessible> =>
       Effect.gen(function* () {
         if (Option.isNone(yield* visibleFile(view, database, objectId))) return yield* noSuchFile
         return sealLink(principal, objectId, yield* Clock.currentTimeMillis)

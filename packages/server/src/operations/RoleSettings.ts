@@ -1,8 +1,8 @@
 /**
  * The process's role (`CAIRN_ROLE`): `embedded` (the default: one process holds every
  * database, no PostgreSQL), or a cluster role: `runner` (holds shards: databases' writers run
- * here), `front` (holds none: forwards to the runners) or `replica` (a front for now; it will
- * serve reads from followed copies). Cluster roles need the cluster's PostgreSQL, a shared
+ * here), `front` (holds none: forwards writes to the runners) or `replica` (the same process
+ * kind as a front, named for what it is run for: reads and sync from followed copies). Cluster roles need the cluster's PostgreSQL, a shared
  * deployment secret (handles and links are sealed, and every process must open what another
  * sealed) and, for a runner, the address the others reach it at. Read with every other
  * setting at startup, so their problems are listed together. Only `Config` here: the cluster
@@ -74,6 +74,24 @@ export const roleSettingsConfig: Config.Config<RoleSettingsShape> = Config.all({
     "CAIRN_SECRET",
     "32+ random characters, the same on every process: handles and links sealed by one process are opened by another",
     inCluster
+  ),
+  // The archive, the followed copies and the files live in the object store, which every process
+  // reads: S3, or one directory they all share (never each data directory's own).
+  sharedObjects: Config.all([
+    roleConfig,
+    Config.string("CAIRN_OBJECT_STORE").pipe(Config.withDefault("filesystem")),
+    Config.option(Config.string("CAIRN_OBJECT_DIR"))
+  ]).pipe(
+    Config.mapOrFail(([role, store, dir]) =>
+      inCluster(role) && store === "filesystem" && Option.isNone(dir)
+        ? Either.left(
+            ConfigError.InvalidData(
+              [],
+              `CAIRN_ROLE=${role} needs an object store every process shares: CAIRN_OBJECT_STORE=s3 (with CAIRN_S3_*), or CAIRN_OBJECT_DIR set to one directory all processes of this machine use`
+            )
+          )
+        : Either.right(undefined)
+    )
   ),
   runnerHost: Config.string("CAIRN_RUNNER_HOST").pipe(Config.withDefault("127.0.0.1")),
   runnerPort: required(
