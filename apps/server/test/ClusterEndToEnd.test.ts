@@ -5,91 +5,21 @@
 import { type Child, launchChild, stopChild } from "./support/child.js"
 import { cairn } from "./support/cli.js"
 import { mkdtempSync } from "node:fs"
-import { request as httpRequest } from "node:http"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type Postgres, postgresUnavailable, startPostgres } from "@cairn/testkit/Postgres"
-import { freePortPromise as freePort } from "@cairn/testkit/freePort"
+import { postgresUnavailable } from "@cairn/testkit/Postgres"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
-import { SignJWT } from "jose"
 import { createProject, projects } from "./support/requests.js"
 import { isClusterModule, moduleRecording } from "./support/modules.js"
+import { type Answer, type Cluster, comparable, invocationId, rpc as rpcAs, startCluster, successOf, waitFor } from "./support/cluster.js"
 
 const unavailable = postgresUnavailable()
 
-const issuer = "https://issuer.cluster.test"
-const tokenSecret = "cluster-test-token-secret-0123456789abcdef"
 /** The deployment's public `host:port` (the front's), set once the front's port is chosen. */
 let publicHost = ""
-let uuidCounter = 0
-/** A fresh UUIDv7-shaped invocation id. */
-const invocationId = () => {
-  const n = (Date.now() * 1000 + uuidCounter++).toString(16).padStart(12, "0").slice(-12)
-  const r = Math.floor(Math.random() * 0xfff).toString(16).padStart(3, "0")
-  return `${n.slice(0, 8)}-${n.slice(8, 12)}-7${r}-8000-${Math.floor(Math.random() * 2 ** 48).toString(16).padStart(12, "0")}`
-}
-
-interface Answer {
-  readonly status: number
-  readonly requestId: string
-  readonly text: string
-  readonly json: any
-}
-
-/**
- * One `/db/rpc` call to `server`, addressed as the public base URL (`Host`), as a load balancer
- * forwards it: every process serves the deployment's one public name.
- */
+/** One call to `server` addressed as the deployment's public name (see `support/cluster`). */
 const rpc = (server: Pick<Child, "port">, token: string, tag: string, payload: unknown, path = "/db/rpc"): Promise<Answer> =>
-  new Promise((resolve, reject) => {
-    const body = JSON.stringify({ _tag: "Request", id: "1", tag, payload, headers: [] }) + (path === "/db/rpc" ? "" : "\n")
-    const request = httpRequest(
-      {
-        host: "127.0.0.1",
-        port: server.port,
-        method: "POST",
-        path,
-        headers: { host: publicHost, "content-type": "application/json", "content-length": Buffer.byteLength(body), authorization: `Bearer ${token}` }
-      },
-      (response) => {
-        let text = ""
-        response.setEncoding("utf8")
-        response.on("data", (chunk) => (text += chunk))
-        response.on("error", reject)
-        response.on("end", () => {
-          let json: unknown
-          try {
-            // `/db/rpc` answers one JSON document, `/db/sync` NDJSON lines.
-            json = path === "/db/rpc" ? JSON.parse(text) : text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l))
-          } catch {
-            json = undefined
-          }
-          resolve({ status: response.statusCode ?? 0, requestId: String(response.headers["x-request-id"] ?? ""), text, json })
-        })
-      }
-    )
-    request.on("error", reject)
-    request.end(body)
-  })
-
-/** The success value of an RPC answer, or undefined. */
-const successOf = (answer: Answer): any => {
-  const exit = (Array.isArray(answer.json) ? answer.json : [answer.json]).find((m: any) => m?._tag === "Exit")?.exit
-  return exit?._tag === "Success" ? exit.value : undefined
-}
-
-/** An answer as a caller compares it: status and body, this request's id taken out. */
-const comparable = (answer: Answer) => ({ status: answer.status, body: answer.text.replaceAll(answer.requestId, "<request-id>") })
-
-const waitFor = async <A>(what: string, f: () => A | undefined | Promise<A | undefined>, timeoutMs = 5_000): Promise<A> => {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = await f()
-    if (value !== undefined && value !== false) return value
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`)
-    await new Promise((r) => setTimeout(r, 50))
-  }
-}
+  rpcAs(server, publicHost, token, tag, payload, path)
 
 describe("cluster settings", () => {
   it("cairn serve --role runner without its settings lists every missing one and exits 2", async () => {
@@ -100,66 +30,26 @@ describe("cluster settings", () => {
 })
 
 describe.skipIf(unavailable !== undefined)("cluster: two runners and a front", () => {
-  let pg: Postgres
+  let cluster: Cluster
   let front: Child
   let runners: Array<Child> = []
   let embedded: Child
   const recording = moduleRecording()
-  let frontBase: string
-  const token = (org: string, scope = "cairn:read cairn:write") =>
-    new SignJWT({ org, scope, roles: ["admin"] })
-      .setProtectedHeader({ alg: "HS256", typ: "at+jwt" })
-      .setIssuer(issuer)
-      .setSubject("alice")
-      .setAudience(`${frontBase}/db`)
-      .setIssuedAt()
-      .setExpirationTime("1h")
-      .sign(new TextEncoder().encode(tokenSecret))
+  const token = (org: string, scope = "cairn:read cairn:write") => cluster.token(org, { scope })
 
   beforeAll(async () => {
-    pg = await startPostgres()
-    const frontPort = await freePort()
-    frontBase = `http://127.0.0.1:${frontPort}`
-    publicHost = `127.0.0.1:${frontPort}`
-    const common = {
-      CAIRN_ISSUER: issuer,
-      CAIRN_TOKEN_SECRET: tokenSecret,
-      CAIRN_TOKEN_ALGORITHMS: "HS256",
-      CAIRN_BASE_URL: frontBase,
-      CAIRN_SECRET: "cluster-test-deployment-secret-0123456789",
-      CAIRN_LOG_FORMAT: "json",
-      CAIRN_SQLITE_SYNCHRONOUS: "NORMAL"
-    }
-    const cluster = {
-      ...common,
-      CAIRN_CLUSTER_DATABASE_URL: pg.createDatabase("cairn_cluster"),
-      CAIRN_CLUSTER_SHARDS: "8",
-      CAIRN_CLUSTER_LOCK_EXPIRATION: "3 seconds",
-      CAIRN_CLUSTER_REFRESH_INTERVAL: "500 millis",
-      CAIRN_CLUSTER_HEALTH_INTERVAL: "1 second",
-      CAIRN_CLUSTER_SEND_TIMEOUT: "4 seconds",
-      // The archive, the followed copies and the files: one object store every process shares.
-      CAIRN_OBJECT_DIR: mkdtempSync(join(tmpdir(), "cairn-cluster-objects-"))
-    }
-    const dir = (name: string) => mkdtempSync(join(tmpdir(), `cairn-cluster-${name}-`))
-    const runner = async (name: string, record: boolean) =>
-      launchChild(
-        "apps/server/src/main.ts",
-        dir(name),
-        { ...cluster, CAIRN_ROLE: "runner", CAIRN_RUNNER_PORT: String(await freePort()), ...(record ? recording.env : {}) },
-        undefined,
-        record ? recording.nodeArgs : []
-      )
-    runners = await Promise.all([runner("a", true), runner("b", false)])
-    ;[front, embedded] = await Promise.all([
-      launchChild("apps/server/src/main.ts", dir("front"), { ...cluster, CAIRN_ROLE: "front" }, { port: frontPort, issuer: "http://127.0.0.1:1" }),
-      launchChild("apps/server/src/main.ts", dir("embedded"), common)
-    ])
+    cluster = await startCluster({ env: { CAIRN_CLUSTER_SEND_TIMEOUT: "4 seconds" }, nodeArgs: (name) => (name === "a" ? recording.nodeArgs : []) })
+    publicHost = cluster.publicHost
+    // The oracle: one embedded process with the same issuer, secret and public name.
+    const common = Object.fromEntries(Object.entries(cluster.env).filter(([name]) => !name.startsWith("CAIRN_CLUSTER_") && name !== "CAIRN_OBJECT_DIR"))
+    const [a, b, f] = await Promise.all([cluster.start("runner", "a", recording.env), cluster.start("runner", "b"), cluster.start("front", "front")])
+    runners = [a.child, b.child]
+    front = f.child
+    embedded = await launchChild("apps/server/src/main.ts", mkdtempSync(join(tmpdir(), "cairn-cluster-embedded-")), common)
   }, 180_000)
 
   afterAll(async () => {
-    await Promise.all([front, embedded, ...runners].filter((c) => c !== undefined).map((c) => stopChild(c, "SIGTERM")))
-    pg?.stop()
+    await Promise.all([cluster?.stop(), embedded === undefined ? undefined : stopChild(embedded, "SIGTERM")])
   }, 60_000)
 
   /** The runner whose log holds `requestId` (the one that ran the call). */
