@@ -208,9 +208,17 @@ const notSync = (response: HttpClientResponse.HttpClientResponse) => {
 const isSyncStream = (response: HttpClientResponse.HttpClientResponse) =>
   response.status >= 200 && response.status < 300 && (response.headers["content-type"] ?? "").startsWith("application/ndjson")
 
-/** Whether a client error says the endpoint is wrong (not worth retrying), rather than the network failed. */
+/**
+ * Whether a client error says the endpoint is wrong (not worth retrying), rather than the network
+ * failed. A server that says "not now" (429, 502, 503, 504: overloaded, restarting, a database
+ * moving between servers) is retried like a dropped connection.
+ */
 export const isWrongEndpoint = (error: unknown): boolean =>
-  isRpcClientError(error) && error.cause instanceof HttpClientError.ResponseError
+  isRpcClientError(error) &&
+  error.cause instanceof HttpClientError.ResponseError &&
+  !retryableStatuses.has(error.cause.response.status)
+
+const retryableStatuses = new Set([429, 502, 503, 504])
 
 /** The sync RPCs over streaming HTTP (NDJSON) with a bearer token. */
 export const http = (options: HttpOptions): Effect.Effect<SyncRpcClient, never, Scope.Scope> =>

@@ -79,7 +79,7 @@ describe.skipIf(unavailable !== undefined)("followed copies", () => {
     })
   )
 
-  it.scopedLive("a database with no archive yet has no copy (its writer answers, and creates it)", () =>
+  it.scopedLive("a database with no archive yet has no copy (its writer answers, and creates it); once created, it has one", () =>
     Effect.gen(function* () {
       const url = pg.createDatabase(`followers_${++n}`)
       const objects = filesystemStore(yield* tempDir())
@@ -89,6 +89,11 @@ describe.skipIf(unavailable !== undefined)("followed copies", () => {
       const reading = yield* Layer.build(followersLayer(yield* tempDir(), objects, url))
       const followers = reading.unsafeMap.get(Followers.key) as Followers
       assert.isTrue(Option.isNone(yield* followers.read(id, 0)))
+      // Created since: the failed build was not kept, the next read has its copy.
+      yield* mutate(writer, request("create", { name: "b" }))
+      const copy = yield* followers.read(id, 1)
+      assert.isTrue(Option.isSome(copy))
+      assert.strictEqual(yield* Option.getOrThrow(copy).position, 1)
     })
   )
 })

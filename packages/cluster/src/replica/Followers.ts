@@ -115,7 +115,8 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
 
         const wakes = Stream.fromPubSub(shipped).pipe(Stream.filter((shippedId) => shippedId === id))
         yield* Stream.merge(wakes, Stream.fromSchedule(Schedule.spaced(pollInterval))).pipe(
-          Stream.runForEach(() => catchUp),
+          // A defect of one catch-up is logged, and the next wake tries again: a copy never stops following silently.
+          Stream.runForEach(() => Effect.catchAllDefect(catchUp, (defect) => Effect.logError("a followed copy failed to catch up", defect))),
           Effect.forkIn(self)
         )
         // Groups shipped between the build and the subscription above.
@@ -144,7 +145,8 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
      */
     const read = (id: DatabaseId, atLeast: number): Effect.Effect<Option.Option<ReadableDatabase>, never, Scope.Scope> =>
       Effect.gen(function* () {
-        const copy = yield* RcMap.get(copies, id)
+        // A copy that could not be built is not kept (RcMap would keep its failure until idle): the next read tries again.
+        const copy = yield* RcMap.get(copies, id).pipe(Effect.tapError(() => RcMap.invalidate(copies, id)))
         const now = yield* copy.database.position
         if (now >= atLeast) return Option.some(copy.database)
         yield* copy.catchUp
