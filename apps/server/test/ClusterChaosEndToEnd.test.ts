@@ -15,7 +15,7 @@ import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { afterAll, beforeAll, describe, expect, it } from "@effect/vitest"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { PgClient } from "@effect/sql-pg"
-import { Effect, Exit, Redacted, Schedule, Scope } from "effect"
+import { Effect, Exit, Fiber, Redacted, Schedule, Scope } from "effect"
 import S3rver from "s3rver"
 import { type Balancer, startBalancer } from "./support/balancer.js"
 import { type Cluster, type ClusterProcess, invocationId, rpc, startCluster, successOf, waitFor } from "./support/cluster.js"
@@ -84,7 +84,7 @@ describe.skipIf(unavailable !== undefined)("cluster chaos: three runners, 50 ten
         if (error instanceof Error && error.message.startsWith("unexpected answer")) throw error
       }
       if (Date.now() > deadline) {
-        for (const p of cluster.processes) console.log("DEBUG", p.name, p.child.output().split("\n").filter((l) => /ERROR|WARN|rror/.test(l)).slice(-15).join("\n"))
+        for (const p of cluster.processes) console.log(`${p.name} (last errors):`, p.child.output().split("\n").filter((l) => /ERROR|WARN|rror/.test(l)).slice(-15).join("\n"))
         throw new Error(`a mutation was not answered within 60 s: ${last}`)
       }
       await new Promise((r) => setTimeout(r, 100))
@@ -105,8 +105,8 @@ describe.skipIf(unavailable !== undefined)("cluster chaos: three runners, 50 ten
             rpc: rpcClient,
             retry: Schedule.spaced("200 millis")
           })
-          yield* Effect.forkIn(client.run, syncScope)
-          return [org, client] as const
+          const fiber = yield* Effect.forkIn(client.run, syncScope)
+          return [org, Object.assign(client, { fiber })] as const
         })
       ).pipe(Scope.extend(syncScope))
     )
@@ -183,8 +183,8 @@ describe.skipIf(unavailable !== undefined)("cluster chaos: three runners, 50 ten
         if (JSON.stringify(local) === JSON.stringify(expected)) break
         if (Date.now() > deadline) {
           const status = await Effect.runPromise(client.status.get)
-          console.log("DEBUG status", org, JSON.stringify(status))
-          for (const p of cluster.processes) console.log("DEBUG", p.name, p.child.output().split("\n").filter((l) => /copy|follow|archive|sync|Sync|error|Error/.test(l)).slice(-30).join("\n"))
+          console.log("sync client not converged:", org, JSON.stringify(status), JSON.stringify(await Effect.runPromise(Fiber.poll(client.fiber))))
+          for (const p of cluster.processes) console.log(`${p.name} (last errors):`, p.child.output().split("\n").filter((l) => /copy|follow|archive|sync|Sync|error|Error/.test(l)).slice(-30).join("\n"))
           expect(local, `sync client of ${org}`).toEqual(expected)
         }
         await new Promise((r) => setTimeout(r, 200))

@@ -210,12 +210,14 @@ const isSyncStream = (response: HttpClientResponse.HttpClientResponse) =>
 
 /**
  * Whether a client error says the endpoint is wrong (not worth retrying), rather than the network
- * failed. A server that says "not now" (429, 502, 503, 504: overloaded, restarting, a database
- * moving between servers) is retried like a dropped connection.
+ * failed: an answer that is not a sync stream (`notSync`). A server that says "not now" (429, 502,
+ * 503, 504: overloaded, restarting, a database moving between servers) is retried like a dropped
+ * connection, and so is a stream whose body broke off (its server died mid-stream).
  */
 export const isWrongEndpoint = (error: unknown): boolean =>
   isRpcClientError(error) &&
   error.cause instanceof HttpClientError.ResponseError &&
+  error.cause.reason === "StatusCode" &&
   !retryableStatuses.has(error.cause.response.status)
 
 const retryableStatuses = new Set([429, 502, 503, 504])

@@ -217,6 +217,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
     /** Introspection: the databases whose hub is open now (while some changes stream of theirs runs). */
     const openHubs: Effect.Effect<ReadonlyArray<DatabaseId>> = Effect.map(RcMap.keys(hubs), (databases) => databases.map((d) => d.id))
 
-    return { snapshot, changes, openHubs } as const
+    /**
+     * The position a changes request's cursor stands at, if it is one of this deployment's: a copy
+     * of the database must reach it before serving the stream (an older copy would take the cursor
+     * for one from another history).
+     */
+    const cursorPosition = (cursor: string): number | undefined => SyncCursor.openCursor(sealer, cursor)?.position
+
+    return { snapshot, changes, openHubs, cursorPosition } as const
   })
 }) {}

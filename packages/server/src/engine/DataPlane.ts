@@ -141,10 +141,10 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
      * The caller's database for a read that stays on this process (live changes, downloads): its own
      * file, or in a cluster a followed copy (none in time: a retryable refusal, the client resumes).
      */
-    const readHere = (principal: Principal): Effect.Effect<ReadableDatabase, Unavailable, Scope.Scope> => {
+    const readHere = (principal: Principal, atLeast = 0): Effect.Effect<ReadableDatabase, Unavailable, Scope.Scope> => {
       const copies = router.copies
       if (copies === undefined) return open(principal)
-      return Effect.flatMap(copies(principal, 0), (copy) =>
+      return Effect.flatMap(copies(principal, atLeast), (copy) =>
         Option.isSome(copy)
           ? Effect.succeed(copy.value)
           : Effect.flatMap(Correlation.id, (requestId) =>
@@ -263,7 +263,10 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
           const { request, view } = yield* admit("changes", principal, payload, decodeChangesRequest)
           // Never forwarded: a live stream follows the database's own file here, or a followed copy of it
           // (a copy behind the caller's cursor simply sends nothing until it passes it).
-          const database = yield* readHere(principal)
+          // A copy at the cursor's position if one gets there in time; else whatever copy there is, and
+          // the sync engine tells the cursor's history from another's (resnapshot) as on one process.
+          const at = sync.cursorPosition(request.cursor) ?? 0
+          const database = yield* (at === 0 ? readHere(principal) : Effect.orElse(readHere(principal, at), () => readHere(principal)))
           return sync.changes(principal, view, database, request)
         }).pipe(withLimits, scrubDefects("changes"))
       ).pipe(
