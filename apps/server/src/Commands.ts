@@ -1,7 +1,8 @@
 /**
  * The operator's commands (`cairn <command>`, run by `cli.ts`): `serve` and `check` a deployment
  * (the tracker, or the module `--app` names), mint a development `token` for the running server,
- * generate typed `bindings`, `backup` databases online and `restore` one from backups.
+ * generate typed `bindings`, `backup` databases online and `restore` one from backups; in a cluster
+ * (`CAIRN_ROLE` set), `restore` one database online from the archive and `move` one (close it where it runs).
  */
 import { readFileSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
@@ -15,7 +16,7 @@ import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { allSettings } from "@cairn/server/Startup"
-import { roles } from "@cairn/server/operations/RoleSettings"
+import { roles, roleSettingsConfig } from "@cairn/server/operations/RoleSettings"
 import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
 import { Registry } from "@cairn/store/Registry"
 import { StoreConfig } from "@cairn/store/StoreConfig"
@@ -75,12 +76,24 @@ const backup = Command.make(
     })
 ).pipe(Command.withDescription("Back up one database, or all of them, while the server keeps serving."))
 
+/**
+ * The cluster settings when `CAIRN_ROLE` names a cluster role (the same settings as the servers): then
+ * `restore` and `move` act online through the database's entity, never on local files.
+ */
+const clusterMode = Effect.map(roleSettingsConfig, ({ cluster, role }) => (role === "embedded" ? Option.none() : cluster))
+
+/** The cluster's operator client, loaded only in a cluster role (the embedded CLI never loads `@effect/cluster`). */
+const clusterAdmin = Effect.promise(() => import("@cairn/cluster/admin/ClusterAdmin"))
+
 const restore = Command.make(
   "restore",
   {
-    from: Options.text("from").pipe(Options.withDescription("directory holding the backups")),
+    from: Options.text("from").pipe(Options.withDescription("directory holding the backups (embedded; a cluster restores from its archive)"), Options.optional),
     database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)")),
-    to: Options.text("to").pipe(Options.withDescription("a commit position or an ISO time; default: the newest backup"), Options.optional),
+    to: Options.text("to").pipe(
+      Options.withDescription("a commit position or an ISO time; default: the newest backup (embedded); required in a cluster"),
+      Options.optional
+    ),
     log: Options.text("log").pipe(
       Options.withDescription("a later copy of the database's log to replay from; default: the data directory's file, else the newest backup"),
       Options.optional
@@ -89,10 +102,26 @@ const restore = Command.make(
   },
   ({ database, force, from, log, to }) =>
     Effect.gen(function* () {
+      const cluster = yield* clusterMode
+      if (Option.isSome(cluster)) {
+        // Online, in the cluster: the database's entity rebuilds it from the archive while every other database serves.
+        if (Option.isSome(from) || Option.isSome(log) || force) {
+          return yield* Effect.fail("in a cluster (CAIRN_ROLE is set) restore reads the cluster's archive online: --from, --log and --force do not apply")
+        }
+        if (Option.isNone(to)) return yield* Effect.fail("in a cluster, --to is required: a commit position (e.g. 1234 or c0000ya) or a time (e.g. 2026-11-23T17:00:00Z)")
+        const target = yield* parseTarget(to.value)
+        const admin = yield* clusterAdmin
+        const id = yield* idOfKey(database)
+        const done = yield* admin.restore(cluster.value, id, target).pipe(Effect.mapError((e) => e.message))
+        return yield* Console.log(
+          `restored ${id} online to position ${done.position} (it was at ${done.previousPosition}; history ${done.previousGeneration} → ${done.generation}) on runner ${done.runner}; it refused calls for ${done.unavailableMillis} ms`
+        )
+      }
+      if (Option.isNone(from)) return yield* Effect.fail("--from <directory> is required: the backups to restore from")
       const { dataDir, deploymentId } = yield* dataDirectory
       const deployment = yield* Deployment.make(trackerDeployment)
       const restored = yield* Restore.restore({
-        from,
+        from: from.value,
         dataDir,
         databaseId: yield* idOfKey(database),
         deploymentId,
@@ -107,7 +136,33 @@ const restore = Command.make(
       )
       if (restored.replaced) yield* Console.log(`the previous file was kept as ${restored.replaced}`)
     })
-).pipe(Command.withDescription("Restore one database from backups, to the newest backup or to a position or time."))
+).pipe(
+  Command.withDescription(
+    "Restore one database from backups, to the newest backup or to a position or time; in a cluster (CAIRN_ROLE set), online from the archive to any position since its oldest kept snapshot."
+  )
+)
+
+const move = Command.make(
+  "move",
+  { database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)")) },
+  ({ database }) =>
+    Effect.gen(function* () {
+      const cluster = yield* clusterMode
+      if (Option.isNone(cluster)) return yield* Effect.fail("move needs a cluster: set CAIRN_ROLE (e.g. front) and the cluster's settings, as the servers have them")
+      const admin = yield* clusterAdmin
+      const id = yield* idOfKey(database)
+      const done = yield* admin.close(cluster.value, id).pipe(Effect.mapError((e) => e.message))
+      yield* Console.log(
+        done.wasOpen
+          ? `closed ${id} on runner ${done.runner} (every commit shipped); its next call opens it on the runner its shard is assigned to now`
+          : `${id} was not open on runner ${done.runner}; its next call opens it on the runner its shard is assigned to now`
+      )
+    })
+).pipe(
+  Command.withDescription(
+    "Cluster: close one database where it runs, cleanly, so that its next call opens it on its shard's current owner (placement is by shard: see the README)."
+  )
+)
 
 const role = Options.choice("role", roles).pipe(
   Options.withDescription("embedded (default: one process, no PostgreSQL), runner (holds database shards), front (forwards to runners) or replica; overrides CAIRN_ROLE"),
@@ -257,7 +312,7 @@ const bindings = Command.make(
 
 const cairn = Command.make("cairn").pipe(
   Command.withDescription("Cairn's operator commands."),
-  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore])
+  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore, move])
 )
 
 const run = Command.run(cairn, { name: "cairn", version: "0.1.0" })

@@ -32,6 +32,7 @@ import * as DatabaseHost from "./entity/DatabaseHost.js"
 import * as PgArchive from "./archive/PgArchive.js"
 import { Followers } from "./replica/Followers.js"
 import { callKey } from "./entity/SignedCall.js"
+import { adminKey } from "./entity/AdminCall.js"
 
 export type ClusterRole = Exclude<Role, "embedded">
 
@@ -50,7 +51,7 @@ const shardingConfig = (cluster: ClusterSettingsShape, holdsShards: boolean) =>
   })
 
 /** `Sharding` for a runner (holds shards, serves other processes' calls) or a front (client only). */
-const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
+export const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
   const transport = holdsShards
     ? SocketRunner.layer.pipe(
         Layer.provide(RunnerHealth.layerPing.pipe(Layer.provide(Runners.layerRpc), Layer.provide(NodeClusterSocket.layerClientProtocol))),
@@ -80,7 +81,12 @@ export const placement = (role: ClusterRole, cluster: ClusterSettingsShape): Pla
   const followers = Followers.Default.pipe(Layer.provide([StoreConfigLive, OperationCatalogLive]))
   const router = ClusterRouter.layer({ timeout: cluster.sendTimeout, retryInterval: Duration.millis(100), key }).pipe(Layer.provide(followers))
   const placed = engine.pipe(Layer.provide(router), Layer.provideMerge(databases))
-  const hosting = holdsShards ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key }).pipe(Layer.provide(placed)) : Layer.empty
+  const hosting = holdsShards
+    ? DatabaseHost.layer({ maxIdleTime: cluster.entityIdle, key, adminKey: adminKey(cluster.secret) }).pipe(
+        Layer.provide(placed),
+        Layer.provide([StoreConfigLive, OperationCatalogLive])
+      )
+    : Layer.empty
   const assembled = Layer.merge(placed, hosting).pipe(
     Layer.provide(shardingLayer(cluster, holdsShards)),
     Layer.provide(ObjectStoreLive),

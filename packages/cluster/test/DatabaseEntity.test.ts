@@ -22,9 +22,9 @@ const receipt = {
 }
 
 describe("DatabaseEntity's wire", () => {
-  it("is one entity type with the forwarded verbs", () => {
+  it("is one entity type with the forwarded verbs and the operator's actions", () => {
     assert.strictEqual(DatabaseEntity.type, "CairnDatabase")
-    assert.deepStrictEqual([...DatabaseEntity.protocol.requests.keys()].sort(), ["Mutate", "Query", "Snapshot"])
+    assert.deepStrictEqual([...DatabaseEntity.protocol.requests.keys()].sort(), ["Close", "Mutate", "Query", "Restore", "Snapshot"])
   })
 
   it("carries every public error and refusal back as itself", () => {

@@ -102,11 +102,17 @@ export interface Session {
 }
 
 export interface ArchiveShape {
+  /**
+   * Whether the archive, not the local file, is the database (cluster mode): a storage fault of the
+   * local file is then not kept until restart; the database closes and its next activation rebuilds
+   * the file from the archive. False for `Archive.local`, where the file is all there is.
+   */
+  readonly authoritative: boolean
   /** None: nothing beyond the local file (embedded). Some: the file at `filename` is now the archive's, owned by this activation. */
   readonly claim: (claim: Claim) => Effect.Effect<Option.Option<Session>, ArchiveFailed, Scope.Scope>
 }
 
 export class Archive extends Context.Tag("@cairn/store/Archive")<Archive, ArchiveShape>() {
   /** Embedded: the local file is the database; nothing is shipped, claimed or rebuilt. */
-  static readonly local: Layer.Layer<Archive> = Layer.succeed(Archive, { claim: () => Effect.succeedNone })
+  static readonly local: Layer.Layer<Archive> = Layer.succeed(Archive, { authoritative: false, claim: () => Effect.succeedNone })
 }

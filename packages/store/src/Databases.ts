@@ -43,6 +43,7 @@ import { Digest } from "@cairn/catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
+import { Archive } from "./Archive.js"
 import { type Database } from "./Database.js"
 import * as Deadlines from "./internal/deadlines.js"
 import { fault } from "./internal/fileFaults.js"
@@ -119,6 +120,7 @@ const isActive = (entry: OpenDatabase.OpenDatabase): entry is Active => entry.ac
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
     const config = yield* StoreConfig
+    const { authoritative } = yield* Archive
     const reactivity = yield* Reactivity.make
     const directory = join(config.dataDir, "databases")
     yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
@@ -138,7 +140,9 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const gauge = Effect.suspend(() => Metric.set(openDatabases, open))
     /**
      * Storage faults found by this process. A faulted database stays refused until restart:
-     * the operator repairs or restores its file with the server stopped, never under it.
+     * the operator repairs or restores its file with the server stopped, never under it. Not when
+     * an archive is the database (`Archive.authoritative`, cluster mode): the local file is a cache,
+     * so the faulted database closes and its next activation rebuilds the file from the archive.
      */
     const faults = new Map<DatabaseId, StorageFault>()
 
@@ -146,6 +150,16 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     const report = (error: StorageFault) =>
       Effect.suspend(() => {
         const id = error.databaseId as DatabaseId
+        if (authoritative) {
+          // Its file is never again taken for the archive's state (see `OpenDatabase.Activated.distrust`).
+          entries.get(id)?.activated?.distrust()
+          return Effect.zipRight(
+            Metric.increment(Metric.tagged(storageFaults, "kind", error.kind)),
+            Effect.logError("storage fault; the database closes and its next activation rebuilds it from the archive", error.message).pipe(
+              Effect.annotateLogs({ database: id, fault: error.kind })
+            )
+          )
+        }
         if (faults.has(id)) return Effect.void
         // Kept until restart with its stack as text: its captured frames would keep what they ran in
         // (the closed database's closures and objects) alive as long.
@@ -474,9 +488,22 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       return { ok: problems.length === 0, problems } satisfies IntegrityReport
     }, Effect.scoped)
 
+    /**
+     * Closes database `id` here as `close` does, and waits until it has closed (its users let go
+     * first, its writer stopped, its file closed): an operator's action on its file (an online
+     * restore, a move) starts only then. Answers whether it was open.
+     */
+    const release = (id: DatabaseId): Effect.Effect<boolean> =>
+      Effect.suspend(() => {
+        const entry = entries.get(id)
+        if (entry === undefined) return Effect.succeed(false)
+        return Effect.zipRight(discard(id), Effect.as(Deferred.await(entry.closed), entry.activated !== undefined))
+      })
+
     return {
       activate,
       withDatabase,
+      release,
       /**
        * Closes database `id` here once its users let go, as idle expiry would, without a fault: its
        * owner moved to another process (a cluster entity stopped here). Its next activation claims it again.

@@ -74,6 +74,11 @@ export interface Activated {
   readonly trim: () => void
   /** Its compaction job, armed on the store's compaction queue (see `CompactionJob`). */
   readonly compaction: CompactionJob
+  /**
+   * A storage fault was found in its file: at close, the archive is not told the file is its state
+   * (no sidecar), so the next activation rebuilds it from the archive instead of keeping it.
+   */
+  readonly distrust: () => void
 }
 
 /** A database's scheduled compaction: `run` forks its next run in the database's scope (closing it interrupts a run). */
@@ -154,7 +159,8 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     const session = yield* archive.claim({ databaseId: id, directory, filename, catalog: operations.catalog, registry })
     // Added before the file is opened, so it runs once the writer has stopped and the file is closed.
     let position: Effect.Effect<number> = Effect.succeed(0)
-    if (Option.isSome(session)) yield* Effect.addFinalizer(() => Effect.flatMap(position, session.value.closed))
+    let trusted = true
+    if (Option.isSome(session)) yield* Effect.addFinalizer(() => (trusted ? Effect.flatMap(position, session.value.closed) : Effect.void))
     const registered = yield* registry.lookup(id)
     if (Option.isSome(registered)) yield* inspect(id, filename)
     // A database never registered is created here (its directory too, if it was removed).
@@ -294,6 +300,9 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
         connection.raw.trim()
         readConnection.raw.trim()
       },
-      compaction: job
+      compaction: job,
+      distrust: () => {
+        trusted = false
+      }
     } satisfies Activated
   })

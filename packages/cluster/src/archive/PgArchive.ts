@@ -6,8 +6,8 @@
  * unless the file is exactly the archive's state. The local data directory is a cache.
  */
 import { randomUUID } from "node:crypto"
-import { closeSync, createReadStream, existsSync, fsyncSync, mkdirSync, openSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs"
-import { dirname, join } from "node:path"
+import { createReadStream, existsSync, mkdirSync, rmSync, statSync } from "node:fs"
+import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import * as NodeStream from "@effect/platform-node/NodeStream"
 import { SqlClient, SqlSchema } from "@effect/sql"
@@ -30,6 +30,8 @@ import { ObjectStore, ObjectStoreError } from "@cairn/store/ObjectStore"
 import * as ArchiveReader from "./ArchiveReader.js"
 import { channel, ensure, Head, heads, segments, snapshots } from "./ArchiveTables.js"
 import * as Segment from "./Segment.js"
+import * as Sidecars from "../internal/sidecar.js"
+import { type Sidecar } from "../internal/sidecar.js"
 
 export interface ArchiveSettings {
   /** A snapshot is taken after this many commits since the last one (`CAIRN_ARCHIVE_SNAPSHOT_EVERY`). */
@@ -48,17 +50,7 @@ export const settingsConfig: Config.Config<ArchiveSettings> = Config.all({
   shipTimeout: Config.duration("CAIRN_ARCHIVE_SHIP_TIMEOUT").pipe(Config.withDefault(defaults.shipTimeout))
 })
 
-/**
- * Written beside the database file only at a clean close (every commit shipped), removed as the next
- * activation starts: its presence says the file is exactly the archive's state at `seq`. A crash
- * leaves none, so a file that may hold unshipped commits is never trusted.
- */
-const Sidecar = Schema.parseJson(
-  Schema.Struct({ version: Schema.Literal(1), installId: Schema.String, generation: Schema.Number, seq: Schema.Number, position: Schema.Number })
-)
-type Sidecar = Schema.Schema.Type<typeof Sidecar>
-
-const sidecarPath = (claim: Claim) => join(claim.directory, `${claim.databaseId}.archive.json`)
+const sidecarPath = (claim: Claim) => Sidecars.sidecarPath(claim.directory, claim.databaseId)
 
 const unavailable = (cause: unknown) => new ArchiveFailed({ reason: "unavailable", cause })
 const fenced = () => new ArchiveFailed({ reason: "fenced", cause: new Error("another process claimed the database") })
@@ -187,15 +179,10 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
       })
 
     /** Reads the sidecar, if any (see `dropSidecar`). */
-    const readSidecar = (claim: Claim): Effect.Effect<Option.Option<Sidecar>> =>
-      Effect.suspend(() => {
-        const path = sidecarPath(claim)
-        if (!existsSync(path)) return Effect.succeedNone
-        return Effect.map(Effect.orDie(Effect.try(() => readFileSync(path, "utf8"))), (text) => Option.getRight(Schema.decodeUnknownEither(Sidecar)(text)))
-      })
+    const readSidecar = (claim: Claim): Effect.Effect<Option.Option<Sidecar>> => Sidecars.readSidecar(sidecarPath(claim))
 
     /** Removes the sidecar once the database is claimed, before its file is touched: from now on a crash leaves the file untrusted. */
-    const dropSidecar = (claim: Claim): Effect.Effect<void> => Effect.orDie(Effect.try(() => rmSync(sidecarPath(claim), { force: true })))
+    const dropSidecar = (claim: Claim): Effect.Effect<void> => Sidecars.dropSidecar(sidecarPath(claim))
 
     /** Applies the segments after the sidecar's seq to the local file (closed again before the store opens it). */
     const catchUp = (claim: Claim, head: Head, sidecar: Sidecar) =>
@@ -377,7 +364,7 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
           Effect.suspend(() => {
             if (!state.ready || state.failed || position !== state.position) return Effect.void
             const sidecar: Sidecar = { version: 1, installId: state.installId, generation: state.generation, seq: state.seq, position }
-            return Effect.try(() => writeAtomically(sidecarPath(claim), Schema.encodeSync(Sidecar)(sidecar))).pipe(
+            return Effect.try(() => Sidecars.writeSidecar(sidecarPath(claim), sidecar)).pipe(
               Effect.catchAllCause((cause) => Effect.logWarning("archive sidecar not written; the next activation rebuilds", cause))
             )
           })
@@ -385,7 +372,7 @@ export const make = (settings: ArchiveSettings): Effect.Effect<ArchiveShape, nev
         return Option.some<Session>({ ready, ship, closed })
       }).pipe(Effect.provide(context), Effect.withSpan("Archive.claim"))
 
-    return { claim }
+    return { authoritative: true, claim }
   })
 
 /** The archive over PostgreSQL (`SqlClient`, e.g. `PgClient.layer`) and the deployment's object store, with the given settings. */
@@ -401,22 +388,3 @@ export const layer = Layer.effect(
     return yield* make(settings)
   })
 )
-
-/** Temp + fsync + rename + fsync of the directory: the sidecar appears whole or not at all. */
-const writeAtomically = (path: string, text: string) => {
-  const temp = `${path}.${randomUUID()}.tmp`
-  writeFileSync(temp, text)
-  const fd = openSync(temp, "r+")
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
-  renameSync(temp, path)
-  const dir = openSync(dirname(path), "r")
-  try {
-    fsyncSync(dir)
-  } finally {
-    closeSync(dir)
-  }
-}

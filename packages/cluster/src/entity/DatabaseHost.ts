@@ -5,17 +5,33 @@
  * request id (header `x-request-id`) becomes this process's correlation id, so the runner's
  * log lines carry it; the cluster parents the handler's span under the front's.
  */
+import { join } from "node:path"
 import * as Entity from "@effect/cluster/Entity"
+import { SqlClient } from "@effect/sql"
 import { type Principal } from "@cairn/domain/Principal"
 import { Correlation, type CorrelationShape, requestIdHeader } from "@cairn/server/engine/Correlation"
 import { DataPlane } from "@cairn/server/engine/DataPlane"
 import { CurrentTransport } from "@cairn/server/engine/EngineMetrics"
-import { type InternalFailure, internalFailure } from "@cairn/server/engine/Refusal"
+import { type InternalFailure, internalFailure, Unavailable } from "@cairn/server/engine/Refusal"
 import { Databases, databaseId } from "@cairn/store/Databases"
+import { ObjectStore } from "@cairn/store/ObjectStore"
+import { OperationCatalog } from "@cairn/store/OperationCatalog"
+import { StoreConfig } from "@cairn/store/StoreConfig"
 import { type DatabaseId } from "@cairn/domain/Ids"
 import { currentElapsedMillis } from "@cairn/domain/Elapsed"
-import { Cause, Clock, type Duration, Effect, Exit, Option } from "effect"
-import { type Call, DatabaseEntity } from "./DatabaseEntity.js"
+import { Cause, Clock, type Duration, Effect, Exit, Option, Schema } from "effect"
+import * as ArchiveRestore from "../archive/ArchiveRestore.js"
+import { type AdminCall, type AdminKey, verify as verifyAdmin } from "./AdminCall.js"
+import {
+  AdminRefused,
+  AdminUnavailable,
+  type Call,
+  CloseAction,
+  type CloseAnswer,
+  DatabaseEntity,
+  RestoreAction,
+  type RestoreAnswer
+} from "./DatabaseEntity.js"
 import { type CallKey, verify } from "./SignedCall.js"
 
 export interface HostOptions {
@@ -23,14 +39,34 @@ export interface HostOptions {
   readonly maxIdleTime: Duration.DurationInput
   /** The key forwarded calls are signed with (from the deployment secret, the same on every process). */
   readonly key: CallKey
+  /** The key operators' messages are signed with (`cairn restore`, `cairn move`). */
+  readonly adminKey: AdminKey
 }
 
+/** More than calls ever run at once in one entity: an operator's action takes them all, so it waits for every call in flight. */
+const allCalls = 1_000_000
+
 /** The entity's handlers, built once per activation of a database's entity on this runner. */
-const build = (key: CallKey) => Effect.gen(function* () {
+const build = (key: CallKey, adminKey: AdminKey) => Effect.gen(function* () {
   const plane = yield* DataPlane
   const databases = yield* Databases
   const address = yield* Entity.CurrentAddress
+  const runner = yield* Entity.CurrentRunnerAddress
+  const runnerName = `${runner.host}:${runner.port}`
+  const archiveContext = yield* Effect.context<SqlClient.SqlClient | ObjectStore>()
+  const { catalog } = yield* OperationCatalog
+  const { dataDir } = yield* StoreConfig
   const id = address.entityId as string
+  const filename = join(dataDir, "databases", `${id}.sqlite`)
+  /**
+   * While an operator's action holds the database (its writer drained and closed, its file being
+   * rebuilt), why: every call is refused at once, retryably, instead of reopening the file under it.
+   */
+  let heldFor: string | undefined
+  /** Calls in flight take one permit each; an operator's action takes them all (see `allCalls`). */
+  const calls = yield* Effect.makeSemaphore(allCalls)
+  /** One operator's action at a time. */
+  const actions = yield* Effect.makeSemaphore(1)
   // The database's writer is activated by the first call, inside this entity's lifetime, and closed with
   // it: once the entity stops here (idle, or its shard moved) no writer of it stays open on this runner.
   yield* Effect.addFinalizer(() => databases.close(id as DatabaseId))
@@ -41,7 +77,10 @@ const build = (key: CallKey) => Effect.gen(function* () {
     <A, E extends { readonly _tag: string }>(verb: string, run: (principal: Principal, payload: unknown) => Effect.Effect<A, E>) =>
     (request: { readonly payload: Call; readonly headers: Readonly<Record<string, string | undefined>> }) => {
       const correlation = { id: request.headers[requestIdHeader] ?? Correlation.make().id } as CorrelationShape
-      const body = Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<A, E | InternalFailure> => {
+      const held = (): Effect.Effect<A, E | InternalFailure | Unavailable> =>
+        Effect.fail(new Unavailable({ message: `Your database is ${heldFor} by an operator right now; nothing was applied. Retry shortly.` }))
+      const body = Effect.flatMap(Clock.currentTimeMillis, (now): Effect.Effect<A, E | InternalFailure | Unavailable> => {
+        if (heldFor !== undefined) return held()
         const call = verify(key, request.payload, now)
         if (Option.isNone(call)) {
           return Effect.flatMap(
@@ -52,7 +91,7 @@ const build = (key: CallKey) => Effect.gen(function* () {
         const { payload, principal } = call.value
         // The cluster routes by the key's digest; a call for another database is a defect of the router.
         return databaseId(principal.databaseKey) === id
-          ? run(principal, payload)
+          ? calls.withPermits(1)(Effect.suspend(() => (heldFor !== undefined ? held() : run(principal, payload))))
           : Effect.flatMap(internalFailure(verb, Cause.die("a forwarded call reached another database's entity")), Effect.fail)
       })
       return Effect.flatMap(currentElapsedMillis, (started) =>
@@ -85,10 +124,77 @@ const build = (key: CallKey) => Effect.gen(function* () {
       )
     }
 
+  /**
+   * An operator's action, once its signature and action check out: calls are refused from now on
+   * (`heldFor`), the ones in flight finish, the database closes here (its writer drained, every commit
+   * shipped), then `act` runs uninterruptibly; calls are taken again once it is done, whatever its outcome.
+   */
+  const admin =
+    <I, A extends { readonly unavailableMillis: number }>(verb: string, holding: string, schema: Schema.Schema<I, any>, act: (action: I, wasOpen: boolean) => Effect.Effect<Omit<A, "unavailableMillis">, AdminRefused | AdminUnavailable>) =>
+    (request: { readonly payload: AdminCall }) =>
+      Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const decoded = Option.flatMap(verifyAdmin(adminKey, request.payload, id, now), Schema.decodeUnknownOption(schema))
+        if (Option.isNone(decoded)) {
+          yield* Effect.logWarning(`operator's ${verb} refused: not signed by this deployment (does CAIRN_SECRET differ?), expired, or not a ${verb}`)
+          return yield* new AdminRefused({ message: `the ${verb} was refused: it is not signed with this deployment's CAIRN_SECRET, it expired, or it is malformed; nothing was changed` })
+        }
+        return yield* actions.withPermits(1)(
+          Effect.gen(function* () {
+            const started = yield* Clock.currentTimeMillis
+            heldFor = holding
+            return yield* calls.withPermits(allCalls)(
+              Effect.gen(function* () {
+                const wasOpen = yield* databases.release(id as DatabaseId)
+                const answer = yield* act(decoded.value, wasOpen)
+                const unavailableMillis = (yield* Clock.currentTimeMillis) - started
+                yield* Effect.logInfo(`operator's ${verb} done`).pipe(Effect.annotateLogs({ ...answer, wasOpen, unavailableMillis }))
+                return { ...answer, unavailableMillis } as A
+              })
+            ).pipe(
+              Effect.uninterruptible,
+              Effect.ensuring(Effect.sync(() => (heldFor = undefined)))
+            )
+          })
+        )
+      }).pipe(Effect.annotateLogs({ database: id, verb }))
+
+  const restore = admin<RestoreAction, RestoreAnswer>("restore", "being restored", RestoreAction, (action) =>
+    ArchiveRestore.restore({ databaseId: id, catalog, filename, target: action.to }).pipe(
+      Effect.provide(archiveContext),
+      Effect.map((restored) => ({
+        position: restored.position,
+        generation: restored.generation,
+        previousPosition: restored.previousPosition,
+        previousGeneration: restored.previousGeneration,
+        runner: runnerName
+      })),
+      Effect.catchTags({
+        RestoreRefused: (refused) => Effect.fail(new AdminRefused({ message: refused.message })),
+        ArchiveFailed: (failed) =>
+          failed.reason === "diverged"
+            ? Effect.zipRight(
+                Effect.logError("online restore: the archive cannot build the target", failed.cause),
+                Effect.fail(new AdminRefused({ message: `Restore refused: the archive cannot build that position (${String((failed.cause as Error | undefined)?.message ?? failed.reason)}); nothing was changed` }))
+              )
+            : Effect.zipRight(
+                Effect.logWarning("online restore: the archive is unavailable", failed.cause),
+                Effect.fail(new AdminUnavailable({ message: "Restore failed: the archive (PostgreSQL or the object store) could not be reached; nothing was changed, retry" }))
+              )
+      })
+    )
+  )
+
+  const close = admin<typeof CloseAction.Type, CloseAnswer>("close", "being moved", CloseAction, (_action, wasOpen) =>
+    Effect.succeed({ runner: runnerName, wasOpen })
+  )
+
   return {
     Mutate: serve("mutate", plane.here.mutate),
     Query: serve("query", plane.here.query),
-    Snapshot: serve("snapshot", plane.here.snapshot)
+    Snapshot: serve("snapshot", plane.here.snapshot),
+    Restore: restore,
+    Close: close
   }
 })
 
@@ -97,4 +203,4 @@ const build = (key: CallKey) => Effect.gen(function* () {
  * batches concurrent mutations of one database, which a one-at-a-time mailbox would defeat.
  */
 export const layer = (options: HostOptions) =>
-  DatabaseEntity.toLayer(build(options.key), { concurrency: "unbounded", maxIdleTime: options.maxIdleTime })
+  DatabaseEntity.toLayer(build(options.key, options.adminKey), { concurrency: "unbounded", maxIdleTime: options.maxIdleTime })

@@ -20,6 +20,7 @@ import { Config, Duration, Effect, Option, PubSub, RcMap, Schedule, type Scope, 
 import { type DatabaseId } from "@cairn/domain/Ids"
 import { ArchiveFailed } from "@cairn/store/Archive"
 import { type ReadableDatabase } from "@cairn/store/Database"
+import { commitsTable, compactionTable } from "@cairn/store/Log"
 import { ObjectStore } from "@cairn/store/ObjectStore"
 import { OperationCatalog } from "@cairn/store/OperationCatalog"
 import { StoreConfig } from "@cairn/store/StoreConfig"
@@ -84,15 +85,20 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
         const reader = yield* SqliteClient.make({ filename, readonly: true }).pipe(Effect.provide(Reactivity.layer), Effect.orDie)
         let seq = built.seq
         let position = built.position
+        /** Out of the map for good (see `retire`): it follows nothing any more. */
+        let retired = false
         const committed = yield* SubscriptionRef.make(position)
         const lock = yield* Effect.makeSemaphore(1)
         const self = yield* Effect.scope
 
         const catchUp = lock.withPermits(1)(
           Effect.gen(function* () {
+            if (retired) return
             const head = yield* provided(ArchiveReader.head(id))
-            if (Option.isNone(head) || head.value.seq <= seq) return
+            if (Option.isNone(head)) return
+            // Checked first: a new history starts again at seq 0.
             if (head.value.generation !== built.generation) return yield* new ArchiveFailed({ reason: "diverged", cause: new Error("a restore started a new history") })
+            if (head.value.seq <= seq) return
             const rows = yield* provided(ArchiveReader.segmentsAfter(id, built.generation, seq, { throughSeq: head.value.seq }))
             if (rows.length === 0) return
             const contents = yield* provided(ArchiveReader.readSegments(rows))
@@ -107,10 +113,41 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
           Effect.catchTag("ArchiveFailed", (failure) =>
             failure.reason === "unavailable"
               ? Effect.logWarning("a followed copy could not read the archive; it retries", failure.cause)
-              : // Not this history any more: the next read builds a fresh copy.
-                Effect.zipRight(Effect.logInfo("a followed copy no longer continues the archive; rebuilding"), RcMap.invalidate(copies, id))
+              : // Not this history any more: the next read builds a fresh copy, and the streams on this one are told to resnapshot.
+                Effect.zipRight(Effect.logInfo("a followed copy no longer continues the archive; rebuilding"), Effect.zipRight(RcMap.invalidate(copies, id), retire))
           ),
           Effect.annotateLogs({ database: id })
+        )
+
+        /**
+         * A copy out of the map is read only by what already holds it: its live streams, which must not
+         * wait forever for commits of a history that has ended. A tombstone commit past its end and a
+         * compaction watermark past that make every stream on it get a resnapshot (its history is gone)
+         * at the next round, which the tombstone's position wakes. The file goes with its last holder.
+         */
+        const retire = lock.withPermits(1)(
+          Effect.suspend(() => {
+            if (retired) return Effect.void
+            retired = true
+            const tombstone = position + 1
+            return writer
+              .withTransaction(
+                Effect.zipRight(
+                  writer.unsafe(
+                    `INSERT INTO ${commitsTable} (position, invocation_id, operation, target_entity, target_id, intent, subject, receipt, changes, committed_at) VALUES (?, 'retired', 'retired', NULL, NULL, '', '', '{}', '[]', ?)`,
+                    [tombstone, new Date().toISOString()]
+                  ),
+                  writer.unsafe(`INSERT INTO ${compactionTable} (id, watermark) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET watermark = excluded.watermark`, [
+                    tombstone
+                  ])
+                )
+              )
+              .pipe(
+                Effect.zipRight(Effect.sync(() => (position = tombstone))),
+                Effect.zipRight(SubscriptionRef.set(committed, tombstone)),
+                Effect.catchAllCause((cause) => Effect.logWarning("a retired copy could not end its streams", cause))
+              )
+          })
         )
 
         const wakes = Stream.fromPubSub(shipped).pipe(Stream.filter((shippedId) => shippedId === id))
