@@ -26,7 +26,7 @@ import { type Databases } from "@cairn/store/Databases"
 import { databasesWith, OperationCatalogLive, StoreConfigLive } from "@cairn/server/engine/DatabasesLive"
 import { ObjectStoreLive } from "@cairn/server/engine/ObjectStoreLive"
 import { type ClusterSettingsShape, type Role } from "@cairn/server/operations/RoleSettings"
-import { Duration, Layer, Option } from "effect"
+import { Duration, Layer, Option, Schedule } from "effect"
 import * as ClusterRouter from "./ClusterRouter.js"
 import * as DatabaseHost from "./entity/DatabaseHost.js"
 import * as PgArchive from "./archive/PgArchive.js"
@@ -50,6 +50,13 @@ const shardingConfig = (cluster: ClusterSettingsShape, holdsShards: boolean) =>
     entityMaxIdleTime: cluster.entityIdle
   })
 
+/**
+ * The cluster's storage creates its tables at startup with `CREATE … IF NOT EXISTS`, which PostgreSQL
+ * does not serialize: processes starting together can collide on a new table's catalog row. The loser
+ * tries again (the tables then exist).
+ */
+const tablesRace = Schedule.spaced(Duration.millis(250)).pipe(Schedule.intersect(Schedule.recurs(8)))
+
 /** `Sharding` for a runner (holds shards, serves other processes' calls) or a front (client only). */
 export const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
   const transport = holdsShards
@@ -59,8 +66,8 @@ export const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolea
       )
     : SocketRunner.layerClientOnly.pipe(Layer.provide(NodeClusterSocket.layerClientProtocol))
   return transport.pipe(
-    Layer.provide(Layer.orDie(SqlMessageStorage.layer)),
-    Layer.provide(Layer.orDie(SqlRunnerStorage.layer)),
+    Layer.provide(Layer.orDie(Layer.retry(SqlMessageStorage.layer, tablesRace))),
+    Layer.provide(Layer.orDie(Layer.retry(SqlRunnerStorage.layer, tablesRace))),
     Layer.provide(shardingConfig(cluster, holdsShards)),
     Layer.provide(RpcSerialization.layerMsgPack)
   )
