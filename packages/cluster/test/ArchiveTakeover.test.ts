@@ -12,7 +12,7 @@ import { ObjectStore, type ObjectStoreShape } from "@cairn/store/ObjectStore"
 import * as Position from "@cairn/store/Position"
 import * as ArchiveReader from "@cairn/cluster/archive/ArchiveReader"
 import type { MutateRequest } from "@cairn/domain/Mutate"
-import { archiveRows, catalog, evolvedCatalog, fileState, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir } from "./support/archive.js"
+import { archiveRows, catalog, evolvedCatalog, fileState, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir, archiveWorld } from "./support/archive.js"
 import type * as PgArchive from "@cairn/cluster/archive/PgArchive"
 
 const unavailable = postgresUnavailable()
@@ -76,11 +76,7 @@ const withStore = <A, E>(
 
 const takeover = (settings: Partial<PgArchive.ArchiveSettings>, count: number) =>
   Effect.gen(function* () {
-    const url = freshDatabase()
-    const objects = filesystemStore(yield* tempDir())
-    const firstDir = yield* tempDir()
-    const pgc = yield* Layer.build(pgLayer(url))
-    const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+    const { url, objects, dataDir: firstDir, pgc, archive } = yield* archiveWorld(freshDatabase())
 
     const run = yield* withStore({ dataDir: firstDir, objects, url, settings }, (store) =>
       Effect.gen(function* () {
@@ -194,11 +190,7 @@ describe.skipIf(unavailable !== undefined)("archive: takeover, point in time", (
 
   it.scopedLive("an activation whose install changed the catalog snapshots the file: later segments share its install; takeover and PITR still hold", () =>
     Effect.gen(function* () {
-      const url = freshDatabase()
-      const objects = filesystemStore(yield* tempDir())
-      const mine = yield* tempDir()
-      const pgc = yield* Layer.build(pgLayer(url))
-      const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+      const { url, objects, dataDir: mine, pgc, archive } = yield* archiveWorld(freshDatabase())
       const target = yield* withStore({ dataDir: mine, objects, url }, (store) =>
         Effect.flatMap(mutate(store, request("create", { name: "a" })), (r) =>
           Effect.as(mutate(store, request("bump", { by: 2 }, (r.output as { readonly id: string }).id)), (r.output as { readonly id: string }).id)

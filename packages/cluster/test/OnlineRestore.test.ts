@@ -16,7 +16,7 @@ import { ObjectStore, type ObjectStoreShape } from "@cairn/store/ObjectStore"
 import * as Position from "@cairn/store/Position"
 import * as ArchiveRestore from "@cairn/cluster/archive/ArchiveRestore"
 import type * as PgArchive from "@cairn/cluster/archive/PgArchive"
-import { archiveRows, catalog, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir } from "./support/archive.js"
+import { archiveRows, catalog, filesystemStore, KEY, mutate, pgLayer, request, rows, storeLayer, tempDir, archiveWorld } from "./support/archive.js"
 
 const unavailable = postgresUnavailable()
 let pg: Postgres
@@ -68,11 +68,7 @@ describe.skipIf(unavailable !== undefined)("online restore and fault clearing (o
 
   it.scopedLive("a restore to P while the store runs: a new history based at P, kept locally, new identity, writes continue at P+1; another process rebuilds the same", () =>
     Effect.gen(function* () {
-      const url = freshDatabase()
-      const objects = filesystemStore(yield* tempDir())
-      const mine = yield* tempDir()
-      const pgc = yield* Layer.build(pgLayer(url))
-      const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+      const { url, objects, dataDir: mine, pgc, archive } = yield* archiveWorld(freshDatabase())
       const after = yield* withStore({ dataDir: mine, objects, url }, (store) =>
         Effect.gen(function* () {
           const { states, target } = yield* workload(store, 9)
@@ -105,11 +101,7 @@ describe.skipIf(unavailable !== undefined)("online restore and fault clearing (o
 
   it.scopedLive("refused targets change nothing: before the oldest kept snapshot, past the head, no archive, a time before every commit", () =>
     Effect.gen(function* () {
-      const url = freshDatabase()
-      const objects = filesystemStore(yield* tempDir())
-      const mine = yield* tempDir()
-      const pgc = yield* Layer.build(pgLayer(url))
-      const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+      const { url, objects, dataDir: mine, pgc, archive } = yield* archiveWorld(freshDatabase())
       const settings = { snapshotEvery: 4, snapshotsKept: 2 }
       yield* withStore({ dataDir: mine, objects, url, settings }, (store) =>
         Effect.gen(function* () {
@@ -153,11 +145,7 @@ describe.skipIf(unavailable !== undefined)("online restore and fault clearing (o
 
   it.scopedLive("a time maps to the last position committed at or before it", () =>
     Effect.gen(function* () {
-      const url = freshDatabase()
-      const objects = filesystemStore(yield* tempDir())
-      const mine = yield* tempDir()
-      const pgc = yield* Layer.build(pgLayer(url))
-      const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+      const { url, objects, dataDir: mine, pgc, archive } = yield* archiveWorld(freshDatabase())
       const at = yield* withStore({ dataDir: mine, objects, url }, (store) =>
         Effect.gen(function* () {
           const created = yield* mutate(store, request("create", { name: "c" }))

@@ -5,11 +5,10 @@
  * The signature covers the action, the database id it is for and its expiry; a captured message
  * replays as itself for a few minutes at most (a restore to the same target, a second close).
  */
-import { createHmac, timingSafeEqual } from "node:crypto"
-import { Option, Redacted, Schema } from "effect"
+import { Option, type Redacted, Schema } from "effect"
+import { deriveKey, holds, signatureOf, type SigningKey, validityMillis } from "../internal/signing.js"
 
-/** How long an operator's message is accepted after it was signed (clock skew between machines included). */
-export const validityMillis = 5 * 60_000
+export { validityMillis }
 
 export const AdminCall = Schema.Struct({
   databaseId: Schema.String,
@@ -21,13 +20,9 @@ export const AdminCall = Schema.Struct({
 export type AdminCall = typeof AdminCall.Type
 
 /** The signing key of operators' messages, derived from the deployment secret (never the secret itself). */
-export type AdminKey = Redacted.Redacted<Buffer>
+export type AdminKey = SigningKey
 
-export const adminKey = (secret: Redacted.Redacted<string>): AdminKey =>
-  Redacted.make(createHmac("sha256", Redacted.value(secret)).update("cairn/cluster/admin-call/v1").digest())
-
-const signatureOf = (key: AdminKey, databaseId: string, action: string, expiresAt: number) =>
-  createHmac("sha256", Redacted.value(key)).update(`${expiresAt}\u0000${databaseId}\u0000`).update(action).digest("base64url")
+export const adminKey = (secret: Redacted.Redacted<string>): AdminKey => deriveKey(secret, "cairn/cluster/admin-call/v1")
 
 /** Signs `action` for database `databaseId`. */
 export const sign = (key: AdminKey, databaseId: string, action: unknown, now: number): AdminCall => {
@@ -38,10 +33,7 @@ export const sign = (key: AdminKey, databaseId: string, action: unknown, now: nu
 
 /** The action of a message this deployment signed for `databaseId` and that still holds; none otherwise. */
 export const verify = (key: AdminKey, call: AdminCall, databaseId: string, now: number): Option.Option<unknown> => {
-  if (now > call.expiresAt || call.databaseId !== databaseId) return Option.none()
-  const expected = Buffer.from(signatureOf(key, call.databaseId, call.action, call.expiresAt))
-  const given = Buffer.from(call.signature)
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return Option.none()
+  if (call.databaseId !== databaseId || !holds(key, call.databaseId, call.action, call.expiresAt, call.signature, now)) return Option.none()
   try {
     return Option.some(JSON.parse(call.action) as unknown)
   } catch {

@@ -7,13 +7,12 @@
  * checks it before decoding anything. A signature is good for a few minutes: a captured call
  * replays as itself at most (and a mutation replays its receipt).
  */
-import { createHmac, timingSafeEqual } from "node:crypto"
 import { type Principal } from "@cairn/domain/Principal"
 import { PrincipalWire } from "@cairn/domain/PrincipalWire"
-import { Option, Redacted, Schema } from "effect"
+import { Option, type Redacted, Schema } from "effect"
+import { deriveKey, holds, signatureOf, type SigningKey, validityMillis } from "../internal/signing.js"
 
-/** How long a signed call is accepted after it was signed (clock skew between machines included). */
-export const validityMillis = 5 * 60_000
+export { validityMillis }
 
 /** The call as it travels: texts as signed, their signature, and until when it holds. */
 export const SignedCall = Schema.Struct({
@@ -25,13 +24,9 @@ export const SignedCall = Schema.Struct({
 export type SignedCall = typeof SignedCall.Type
 
 /** The signing key of forwarded calls, derived from the deployment secret (never the secret itself). */
-export type CallKey = Redacted.Redacted<Buffer>
+export type CallKey = SigningKey
 
-export const callKey = (secret: Redacted.Redacted<string>): CallKey =>
-  Redacted.make(createHmac("sha256", Redacted.value(secret)).update("cairn/cluster/forwarded-call/v1").digest())
-
-const signatureOf = (key: CallKey, principal: string, payload: string, expiresAt: number) =>
-  createHmac("sha256", Redacted.value(key)).update(`${expiresAt}\u0000${principal}\u0000`).update(payload).digest("base64url")
+export const callKey = (secret: Redacted.Redacted<string>): CallKey => deriveKey(secret, "cairn/cluster/forwarded-call/v1")
 
 const encodePrincipal = Schema.encodeSync(Schema.parseJson(PrincipalWire))
 const decodePrincipal = Schema.decodeUnknownOption(Schema.parseJson(PrincipalWire))
@@ -46,10 +41,7 @@ export const sign = (key: CallKey, principal: Principal, payload: unknown, now: 
 
 /** The principal and request of a call this deployment signed and that still holds; none otherwise. */
 export const verify = (key: CallKey, call: SignedCall, now: number): Option.Option<{ readonly principal: Principal; readonly payload: unknown }> => {
-  if (now > call.expiresAt) return Option.none()
-  const expected = Buffer.from(signatureOf(key, call.principal, call.payload, call.expiresAt))
-  const given = Buffer.from(call.signature)
-  if (expected.length !== given.length || !timingSafeEqual(expected, given)) return Option.none()
+  if (!holds(key, call.principal, call.payload, call.expiresAt, call.signature, now)) return Option.none()
   return Option.flatMap(decodePrincipal(call.principal), (principal) => {
     try {
       return Option.some({ principal, payload: JSON.parse(call.payload) as unknown })

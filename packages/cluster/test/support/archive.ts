@@ -191,3 +191,16 @@ export const archiveRows = (databaseId: string) =>
       snapshots: snapshots.map((s) => ({ seq: Number(s.seq), position: Number(s.position), sha256: String(s.sha256) }))
     }
   }).pipe(Effect.orDie)
+
+/**
+ * One test's archive world: a fresh PostgreSQL database (`url`), a filesystem object store shared by
+ * its "processes", a data directory, and the archive's context (PostgreSQL + object store) for reads.
+ */
+export const archiveWorld = (url: string) =>
+  Effect.gen(function* () {
+    const objects = filesystemStore(yield* tempDir())
+    const dataDir = yield* tempDir()
+    const pgc = yield* Layer.build(pgLayer(url))
+    const archive = Context.merge(pgc, Context.make(ObjectStore, objects))
+    return { url, objects, dataDir, pgc, archive }
+  })
