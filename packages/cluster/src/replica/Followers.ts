@@ -32,9 +32,17 @@ import * as Segment from "../archive/Segment.js"
 export const followConfig = Config.all({
   /** How long a read that asks for a position (`atLeast`, a sync cursor) waits for a copy to reach it before the writer answers instead. */
   readWait: Config.duration("CAIRN_READ_WAIT").pipe(Config.withDefault(Duration.millis(500))),
-  /** How often a copy asks the archive for new groups when no notification came (a notification may be lost). */
-  pollInterval: Config.duration("CAIRN_FOLLOW_POLL_INTERVAL").pipe(Config.withDefault(Duration.seconds(1)))
+  /**
+   * How often a copy asks the archive for new groups on its own. Notifications are what keep copies
+   * current (every copy catches up when the LISTEN connection is made again, so none is missed while it
+   * was down); the poll is a last resort, and with many copies per process a frequent one costs a
+   * PostgreSQL query per copy per interval.
+   */
+  pollInterval: Config.duration("CAIRN_FOLLOW_POLL_INTERVAL").pipe(Config.withDefault(Duration.seconds(30)))
 })
+
+/** Wakes every copy (never a database id: those are hex digests). */
+const everyCopy = "*"
 
 /** A copy that follows the archive; `position` and `committed` advance as groups are applied. */
 interface Copy {
@@ -61,7 +69,9 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
     /** Ids of databases with newly shipped groups, from the one LISTEN of this process. */
     const shipped = yield* PubSub.sliding<string>(4096)
     yield* pg.listen(channel).pipe(
-      Stream.runForEach((payload) => PubSub.publish(shipped, payload.slice(0, payload.indexOf(":")))),
+      // Once listening (again), every copy catches up: what shipped while no one listened is not lost.
+      Stream.merge(Stream.fromEffect(Effect.as(Effect.sleep(Duration.seconds(1)), everyCopy)), { haltStrategy: "left" }),
+      Stream.runForEach((payload) => PubSub.publish(shipped, payload === everyCopy ? everyCopy : payload.slice(0, payload.indexOf(":")))),
       Effect.tapErrorCause((cause) => Effect.logWarning("archive notifications lost; copies poll until they resume", cause)),
       Effect.retry(Schedule.spaced(Duration.seconds(1))),
       Effect.forkScoped
@@ -150,7 +160,7 @@ export class Followers extends Effect.Service<Followers>()("@cairn/cluster/Follo
           })
         )
 
-        const wakes = Stream.fromPubSub(shipped).pipe(Stream.filter((shippedId) => shippedId === id))
+        const wakes = Stream.fromPubSub(shipped).pipe(Stream.filter((shippedId) => shippedId === id || shippedId === everyCopy))
         yield* Stream.merge(wakes, Stream.fromSchedule(Schedule.spaced(pollInterval))).pipe(
           // A defect of one catch-up is logged, and the next wake tries again: a copy never stops following silently.
           Stream.runForEach(() => Effect.catchAllDefect(catchUp, (defect) => Effect.logError("a followed copy failed to catch up", defect))),
