@@ -56,7 +56,7 @@ import { type Cluster, type ClusterProcess, invocationId, startCluster } from ".
 import { createProject, projects } from "../../apps/server/test/support/requests.js"
 import { call, cpuSeconds, postgresCpu, shardsSettled, Tally, type Target, target } from "./support/clusterLoad.js"
 
-const SECONDS = Number(process.env["BENCH_CLUSTER_SECONDS"] ?? 10)
+const SECONDS = Number(process.env["BENCH_CLUSTER_SECONDS"] ?? 8)
 const ORGS = Number(process.env["BENCH_CLUSTER_ORGS"] ?? 200)
 // Divisible by 1, 2 and 3: every runner gets the same number of clients.
 const CLIENTS = Number(process.env["BENCH_CLUSTER_CLIENTS"] ?? 48)
@@ -185,7 +185,7 @@ const measure = async (running: Running, targets: ReadonlyArray<Target>): Promis
   const idleRunnerPct = ((runnerCpu() - idle.runner) / idleSeconds) * 100
   const idlePgPct = ((pg() - idle.pg) / idleSeconds) * 100
   // A short unmeasured load first: JIT, pools, keep-alive sockets.
-  const warmDeadline = performance.now() + 2_000
+  const warmDeadline = performance.now() + 1_000
   await drive(cluster, tokens, targets, new Tally(), () => performance.now() > warmDeadline)
   const before = { runner: runnerCpu(), pg: pg(), driver: process.cpuUsage() }
   const tally = new Tally()
@@ -425,6 +425,7 @@ export const run = async (): Promise<void> => {
   const results: Array<Measured> = []
   const configurations = (process.env["BENCH_CLUSTER_RUNNERS"] ?? "1,2,3").split(",").map(Number)
   for (const n of configurations) {
+    const began = performance.now()
     const m = await withCluster(n, ORGS, throughputEnv, async (running, targets) => {
       const m = await measure(running, targets)
       printWarnings(`runners=${n}`, running.runners)
@@ -435,7 +436,7 @@ export const run = async (): Promise<void> => {
     console.log(
       `cluster-detail: runners=${n} orgs=${ORGS} clients=${CLIENTS} seconds=${SECONDS} refused=${m.tally.refused} (${m.tally.summary()}) ` +
         `cpu_us_per_call runners=${m.runnerCpuUs.toFixed(0)} postgres=${m.pgCpuUs.toFixed(0)} driver=${m.driverCpuUs.toFixed(0)} ` +
-        `idle_cpu_pct runners=${m.idleRunnerPct.toFixed(0)} postgres=${m.idlePgPct.toFixed(0)} loadavg_1m=${loadavg()[0]!.toFixed(1)}`
+        `idle_cpu_pct runners=${m.idleRunnerPct.toFixed(0)} postgres=${m.idlePgPct.toFixed(0)} loadavg_1m=${loadavg()[0]!.toFixed(1)} wall_s=${((performance.now() - began) / 1000).toFixed(0)}`
     )
     for (const e of m.tally.examples()) console.log(`  refused ${e}`)
   }
