@@ -124,15 +124,6 @@ export const storeLayer = (options: StoreOptions) =>
     Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
   )
 
-/** The same store without an archive (embedded), for the throughput comparison. */
-export const localStoreLayer = (dataDir: string) =>
-  Databases.Default.pipe(
-    Layer.provide(Archive.local),
-    Layer.provide(StoreConfig.layer({ dataDir })),
-    Layer.provide(OperationCatalog.layer(v1.catalog, v1.handlers)),
-    Layer.provide(Layer.succeed(MutationGuard, { check: () => Effect.void }))
-  )
-
 export const filesystemStore = (root: string) => makeFilesystem(root)
 
 export const KEY = "org-acme"
