@@ -26,7 +26,7 @@ import { type Databases } from "@cairn/store/Databases"
 import { databasesWith, OperationCatalogLive, StoreConfigLive } from "@cairn/server/engine/DatabasesLive"
 import { ObjectStoreLive } from "@cairn/server/engine/ObjectStoreLive"
 import { type ClusterSettingsShape, type Role } from "@cairn/server/operations/RoleSettings"
-import { Duration, Layer, Option, Schedule } from "effect"
+import { Cause, Duration, Layer, Option, Schedule } from "effect"
 import * as ClusterRouter from "./ClusterRouter.js"
 import * as DatabaseHost from "./entity/DatabaseHost.js"
 import * as PgArchive from "./archive/PgArchive.js"
@@ -56,6 +56,9 @@ const shardingConfig = (cluster: ClusterSettingsShape, holdsShards: boolean) =>
  * tries again (the tables then exist).
  */
 const tablesRace = Schedule.spaced(Duration.millis(250)).pipe(Schedule.intersect(Schedule.recurs(8)))
+/** A storage layer built again after such a collision (its migrator reports it as a defect, so the whole cause is retried). */
+const racedTables = <A, E, R>(layer: Layer.Layer<A, E, R>) =>
+  Layer.orDie(Layer.retry(Layer.catchAllCause(layer, (cause) => Layer.fail(Cause.squash(cause))), tablesRace))
 
 /** `Sharding` for a runner (holds shards, serves other processes' calls) or a front (client only). */
 export const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolean) => {
@@ -66,8 +69,8 @@ export const shardingLayer = (cluster: ClusterSettingsShape, holdsShards: boolea
       )
     : SocketRunner.layerClientOnly.pipe(Layer.provide(NodeClusterSocket.layerClientProtocol))
   return transport.pipe(
-    Layer.provide(Layer.orDie(Layer.retry(SqlMessageStorage.layer, tablesRace))),
-    Layer.provide(Layer.orDie(Layer.retry(SqlRunnerStorage.layer, tablesRace))),
+    Layer.provide(racedTables(SqlMessageStorage.layer)),
+    Layer.provide(racedTables(SqlRunnerStorage.layer)),
     Layer.provide(shardingConfig(cluster, holdsShards)),
     Layer.provide(RpcSerialization.layerMsgPack)
   )

@@ -57,8 +57,10 @@ export const LoggerLive = Layer.unwrapEffect(
 const wordsOf = (error: unknown, depth = 0): string | undefined => {
   if (typeof error === "string") return error === "" ? undefined : error
   if (typeof error !== "object" || error === null || depth > 4) return undefined
-  if ("message" in error && typeof error.message === "string" && error.message !== "") return error.message
-  return "cause" in error ? wordsOf(error.cause, depth + 1) : undefined
+  const own = "message" in error && typeof error.message === "string" && error.message !== "" ? error.message : undefined
+  const inner = "cause" in error ? wordsOf(error.cause, depth + 1) : undefined
+  // A generic wrapper's words ("Failed to execute statement") say little without what it wraps (the database's reason).
+  return own === undefined ? inner : inner === undefined || own.includes(inner) ? own : `${own}: ${inner}`
 }
 
 /** A startup failure in one sentence: the error's own message, whatever its kind. */
