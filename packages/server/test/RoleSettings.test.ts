@@ -25,7 +25,8 @@ describe("role settings", () => {
         CAIRN_SECRET: secret,
         CAIRN_RUNNER_PORT: "34431",
         CAIRN_CLUSTER_SHARDS: "16",
-        CAIRN_CLUSTER_LOCK_EXPIRATION: "3 seconds"
+        CAIRN_CLUSTER_LOCK_EXPIRATION: "3 seconds",
+        CAIRN_OBJECT_DIR: "/srv/cairn-objects"
       })
       assert.isTrue(parsed._tag === "Right")
       if (parsed._tag !== "Right" || Option.isNone(parsed.right.cluster)) return assert.fail("a runner has cluster settings")
@@ -38,8 +39,18 @@ describe("role settings", () => {
 
   it.effect("a front has no runner address and needs no port", () =>
     Effect.gen(function* () {
-      const parsed = yield* read(roleSettingsConfig, { CAIRN_ROLE: "front", CAIRN_CLUSTER_DATABASE_URL: "postgres://x/y", CAIRN_SECRET: secret })
+      const parsed = yield* read(roleSettingsConfig, { CAIRN_ROLE: "front", CAIRN_CLUSTER_DATABASE_URL: "postgres://x/y", CAIRN_SECRET: secret, CAIRN_OBJECT_STORE: "s3" })
       assert.isTrue(parsed._tag === "Right" && Option.isSome(parsed.right.cluster) && Option.isNone(parsed.right.cluster.value.runnerAddress))
+    }))
+
+  it.effect("a cluster role needs an object store every process shares: not each data directory's own", () =>
+    Effect.gen(function* () {
+      const parsed = yield* read(roleSettingsConfig, { CAIRN_ROLE: "replica", CAIRN_CLUSTER_DATABASE_URL: "postgres://x/y", CAIRN_SECRET: secret })
+      assert.isTrue(parsed._tag === "Left")
+      if (parsed._tag !== "Left") return
+      assert.include(describeConfigError(parsed.left).join("\n"), "CAIRN_ROLE=replica needs an object store every process shares")
+      const shared = yield* read(roleSettingsConfig, { CAIRN_ROLE: "replica", CAIRN_CLUSTER_DATABASE_URL: "postgres://x/y", CAIRN_SECRET: secret, CAIRN_OBJECT_DIR: "/srv/o" })
+      assert.isTrue(shared._tag === "Right")
     }))
 
   it.effect("a runner without its settings: every problem listed together with the others'", () =>

@@ -12,6 +12,15 @@ import { whenListening } from "./listening.js"
 
 const root = fileURLToPath(new URL("../../../..", import.meta.url))
 
+/**
+ * Servers still running: killed when this process exits however it exits (a failed test file, a
+ * crashed benchmark), so none outlives it writing into a pipe nobody reads.
+ */
+const running = new Set<ChildProcess>()
+process.once("exit", () => {
+  for (const child of running) child.kill("SIGKILL")
+})
+
 export interface Child {
   readonly child: ChildProcess
   readonly base: string
@@ -37,8 +46,12 @@ export const launchChild = async (
     env: { ...process.env, CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_STAGE: "test", CAIRN_DEV_ISSUER_URL: issuer, ...env },
     stdio: ["ignore", "pipe", "pipe"]
   })
+  running.add(child)
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal }))
+    child.once("exit", (code, signal) => {
+      running.delete(child)
+      resolve({ code, signal })
+    })
   )
   const { output } = await whenListening(child)
   return { child, base: `http://127.0.0.1:${port}`, port, issuer, dataDir, output, exited }

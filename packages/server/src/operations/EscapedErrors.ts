@@ -12,6 +12,11 @@ export const escapedErrors = Metric.counter("cairn_escaped_errors_total", {
   description: "Errors that escaped every handler (defects): logged and counted instead of exiting the process"
 })
 
+export const logWriteErrors = Metric.counter("cairn_log_write_errors_total", {
+  description: "Log lines that could not be written (standard output or error closed by its reader)",
+  incremental: true
+})
+
 /** Installs the guard for the layer's lifetime. */
 export const EscapedErrors = Layer.scopedDiscard(
   Effect.gen(function* () {
@@ -26,15 +31,23 @@ export const EscapedErrors = Layer.scopedDiscard(
     }
     const onException = report("uncaughtException")
     const onRejection = report("unhandledRejection")
+    // The log's own streams: when their reader goes away (a log collector died, a parent exited), each
+    // write fails with EPIPE. Unheard, that failure escapes; reported, the report is one more failing
+    // write: the process would spin on its own logs. Counted here, never logged.
+    const onLogStreamError = () => logWriteErrors.unsafeUpdate(1, [])
     yield* Effect.acquireRelease(
       Effect.sync(() => {
         process.on("uncaughtException", onException)
         process.on("unhandledRejection", onRejection)
+        process.stdout.on("error", onLogStreamError)
+        process.stderr.on("error", onLogStreamError)
       }),
       () =>
         Effect.sync(() => {
           process.off("uncaughtException", onException)
           process.off("unhandledRejection", onRejection)
+          process.stdout.off("error", onLogStreamError)
+          process.stderr.off("error", onLogStreamError)
         })
     )
   })
