@@ -75,6 +75,9 @@ export const run = async () => {
     CAIRN_STAGE: "test",
     CAIRN_DEV_ISSUER_URL: issuer,
     CAIRN_REQUEST_TIMEOUT_MS: "600000",
+    // Raised for the bench's large file: the defaults (100 MiB a file, 1 GiB a database) protect a shared deployment.
+    CAIRN_OBJECT_MAX_BYTES: String(2 * 1024 * 1024 * 1024),
+    CAIRN_OBJECT_QUOTA_BYTES: String(4 * 1024 * 1024 * 1024),
     CAIRN_LOG_LEVEL: "Warning"
   }
   const server: ChildProcess = spawn(process.execPath, ["--import", "tsx", "apps/server/test/support/filesServer.ts"], { env, stdio: "ignore" })

@@ -11,10 +11,12 @@ import { Command, Options, ValidationError } from "@effect/cli"
 // Module subpaths: the package's barrel loads its HTTP client (undici) and cluster modules at startup.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Console, Effect, Option, Schema } from "effect"
+import { Console, Effect, Layer, Option, Schema } from "effect"
 import { compile } from "@cairn/catalog/Catalog"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/engine/Deployment"
+import { ObjectStoreLive } from "@cairn/server/engine/ObjectStoreLive"
+import { Settings } from "@cairn/server/operations/Settings"
 import { allSettings } from "@cairn/server/Startup"
 import { roles, roleSettingsConfig } from "@cairn/server/operations/RoleSettings"
 import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
@@ -46,6 +48,13 @@ const dataDirectory = Effect.gen(function* () {
   return { dataDir, deploymentId: yield* Backup.deploymentIdOf(dataDir) }
 })
 
+/**
+ * The deployment's object store (`CAIRN_OBJECT_STORE`: its directory or its S3 bucket), for the files a
+ * backup copies and a restore puts back.
+ */
+const withObjectStore = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
+  Effect.provide(effect, ObjectStoreLive.pipe(Layer.provide(Settings.layerConfig)))
+
 const idOfKey = (key: string) => Effect.map(Schema.decode(DatabaseKey)(key), databaseId)
 
 /** `--to` of restore: a position (`1234` or an opaque `c…` from a receipt) or an ISO time. */
@@ -69,8 +78,8 @@ const backup = Command.make(
       const { dataDir, deploymentId } = yield* dataDirectory
       if (all === Option.isSome(database)) return yield* Effect.fail("pass exactly one of --database <key> and --all")
       const manifests = Option.isSome(database)
-        ? [yield* Backup.backupDatabase({ dataDir, deploymentId, databaseId: yield* idOfKey(database.value), to })]
-        : yield* Backup.backupAll({ dataDir, deploymentId, to })
+        ? [yield* withObjectStore(Backup.backupDatabase({ dataDir, deploymentId, databaseId: yield* idOfKey(database.value), to }))]
+        : yield* withObjectStore(Backup.backupAll({ dataDir, deploymentId, to }))
       for (const m of manifests) yield* Console.log(`backed up ${m.databaseId} at position ${m.position} to ${m.file}`)
       if (manifests.length === 0) yield* Console.log(`no databases in ${dataDir}`)
     })
@@ -120,7 +129,7 @@ const restore = Command.make(
       if (Option.isNone(from)) return yield* Effect.fail("--from <directory> is required: the backups to restore from")
       const { dataDir, deploymentId } = yield* dataDirectory
       const deployment = yield* Deployment.make(trackerDeployment)
-      const restored = yield* Restore.restore({
+      const restored = yield* withObjectStore(Restore.restore({
         from: from.value,
         dataDir,
         databaseId: yield* idOfKey(database),
@@ -130,7 +139,7 @@ const restore = Command.make(
         to: Option.isSome(to) ? yield* parseTarget(to.value) : undefined,
         log: Option.getOrUndefined(log),
         force
-      })
+      }))
       yield* Console.log(
         `restored ${restored.manifest.databaseId} to position ${restored.position} (backup at ${restored.manifest.position}, ${restored.replayed} commits replayed)`
       )

@@ -6,6 +6,7 @@
 // - size, content-type and quota limits; handles are single-database;
 // - replaced, deleted and never-attached objects are collected; kept ones are not.
 import { createHash } from "node:crypto"
+import { request as httpRequest } from "node:http"
 import { existsSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
@@ -19,6 +20,7 @@ import { files } from "./support/filesBindings.js"
 import { tmpdir } from "node:os"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { Backup, Restore } from "@cairn/store"
+import * as ObjectStore from "@cairn/store/ObjectStore"
 import { Effect, type Scope } from "effect"
 import { type Backend, filesystem, s3 } from "./support/objectBackends.js"
 import { newInvocationId } from "@cairn/client/InvocationId"
@@ -173,6 +175,8 @@ describe(`object storage (${name})`, () => {
       assert.strictEqual(suffix.text, "6789")
       const outside = yield* download(app, alice, row!.file.url, { range: `bytes=${bytes.length}-` })
       assert.strictEqual(outside.status, 416)
+      // It says how long the file is, so the client can ask for a range that exists.
+      assert.strictEqual(outside.headers.get("content-range"), `bytes */${bytes.length}`)
       const cached = yield* download(app, alice, row!.file.url, { "if-none-match": `"${sha256}"` })
       assert.strictEqual(cached.status, 304)
 
@@ -300,6 +304,17 @@ describe(`object storage (${name})`, () => {
         { ok: (yield* verb("ok")) - verbBefore.ok, refused: (yield* verb("file_refused")) - verbBefore.refused, scope: (yield* verb("insufficient_scope")) - verbBefore.scope },
         { ok: 3, refused: 4, scope: 1 }
       )
+      // Stored bytes are one series for the deployment (a label per database would be one per tenant) ...
+      const gauges = yield* Effect.promise(async () => {
+        const { metrics } = (await (await fetch(`${app.base}/__test/metrics`)).json()) as {
+          metrics: ReadonlyArray<{ name: string; tags: Record<string, string>; count: number }>
+        }
+        return metrics.filter((m) => m.name === "cairn_object_stored_bytes")
+      })
+      assert.deepStrictEqual(gauges.map((g) => [g.tags, g.count]), [[{}, 2010]])
+      // ... and the operator reads each database's size from the store.
+      const sizes = yield* Effect.orDie(Effect.provideService(ObjectStore.storedBytesByDatabase, ObjectStore.ObjectStore, backend.store(app.dataDir)))
+      assert.deepStrictEqual(Object.fromEntries(sizes), { [acme]: 1010, [Digest.databaseId("\u0000orgs\u0000globex")]: 1000 })
     })
   )
 
@@ -352,6 +367,7 @@ describe(`object storage (${name})`, () => {
       const replaced = yield* created(app, alice, "Attachment", "add", { projectId: project, file: first.json.handle })
       assert.isDefined((yield* mutate(app, alice, "Attachment", "replace", { file: second.json.handle }, replaced)).value)
       yield* created(app, alice, "Attachment", "add", { projectId: project, file: kept.json.handle })
+      const keptWritten = yield* backend.modified(app.dataDir, acme, kept.json.sha256)
       const deleted = yield* created(app, alice, "Attachment", "add", { projectId: project, file: doomed.json.handle })
       assert.isDefined((yield* mutate(app, alice, "Attachment", "remove", {}, deleted)).value)
 
@@ -361,6 +377,9 @@ describe(`object storage (${name})`, () => {
       while (yield* anyStored([first, stray, doomed])) yield* Effect.sleep("100 millis")
       assert.isTrue(yield* backend.exists(app.dataDir, acme, second.json.sha256))
       assert.isTrue(yield* backend.exists(app.dataDir, acme, kept.json.sha256))
+      // Many passes (every 200 ms, over more than the 3 s window) never rewrote a referenced object: on S3
+      // a copy onto itself is a new version in a versioned bucket, and would move its LastModified.
+      assert.strictEqual(yield* backend.modified(app.dataDir, acme, kept.json.sha256), keptWritten)
       const rows = yield* attachments(app, alice)
       assert.strictEqual(rows.length, 2)
       for (const row of rows) assert.strictEqual((yield* download(app, alice, row.file.url)).status, 200)
@@ -369,6 +388,47 @@ describe(`object storage (${name})`, () => {
       assert.strictEqual(expired.error?.code, "invalid_input")
     }),
     30_000
+  )
+
+  it.scopedLive("backups include the objects: a database restored elsewhere serves its files", () =>
+    Effect.gen(function* () {
+      const backend = yield* acquire
+      const app = yield* startApp({ deployment: filesDeployment, env: backend.env })
+      const alice = yield* app.token({ sub: "alice", org: "acme" })
+      const project = yield* created(app, alice, "Project", "create", { name: "Archive" })
+      const bytes = Buffer.from("kept in the backup")
+      const uploaded = yield* upload(app, alice, bytes)
+      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
+
+      // Online, while the server runs, with the deployment's store (as `cairn backup` provides it).
+      const databaseId = Digest.databaseId("\u0000orgs\u0000acme")
+      const withStore = <A, E>(effect: Effect.Effect<A, E>, dataDir: string) => Effect.provideService(effect, ObjectStore.ObjectStore, backend.store(dataDir))
+      const backups = mkdtempSync(join(tmpdir(), "cairn-object-backups-"))
+      const deploymentId = yield* Backup.deploymentIdOf(app.dataDir)
+      yield* withStore(Backup.backupDatabase({ dataDir: app.dataDir, deploymentId, databaseId, to: backups }), app.dataDir)
+      assert.isTrue(existsSync(join(backups, "objects", databaseId, uploaded.json.sha256)))
+      assert.deepStrictEqual(readFileSync(join(backups, "objects", databaseId, uploaded.json.sha256)), bytes)
+      // The store loses the object (a bucket emptied, a disk replaced).
+      yield* Effect.orDie(backend.store(app.dataDir).remove(databaseId, uploaded.json.sha256))
+      assert.isFalse(yield* backend.exists(app.dataDir, databaseId, uploaded.json.sha256))
+
+      // Elsewhere, for the same deployment (the data directory's identity goes with it), on the same kind of store.
+      const fresh = mkdtempSync(join(tmpdir(), "cairn-object-restored-"))
+      copyFileSync(join(app.dataDir, "deployment-id"), join(fresh, "deployment-id"))
+      const { operations } = yield* Effect.orDie(Deployment.make(filesDeployment))
+      yield* withStore(
+        Restore.restore({ from: backups, dataDir: fresh, databaseId, deploymentId: yield* Backup.deploymentIdOf(fresh), catalog: operations.catalog }),
+        fresh
+      )
+      assert.isTrue(yield* backend.exists(fresh, databaseId, uploaded.json.sha256))
+
+      const restored = yield* startApp({ deployment: filesDeployment, dataDir: fresh, env: backend.env })
+      const again = yield* restored.token({ sub: "alice", org: "acme" })
+      const [row] = yield* attachments(restored, again)
+      const got = yield* download(restored, again, row!.file.url)
+      assert.strictEqual(got.status, 200)
+      assert.isTrue(got.body.equals(bytes))
+    })
   )
 
   it.scopedLive("resumable (TUS 1.0): an interrupted upload resumes from the offset the server kept, then attaches like any other", () =>
@@ -517,35 +577,63 @@ describe(`object storage (${name})`, () => {
 }
 
 describe("object storage (filesystem)", () => {
-  it.scopedLive("backups include the objects: a database restored elsewhere serves its files", () =>
+  it.scopedLive("defaults protect a shared deployment: 100 MiB a file, 1 GiB a database, only types a browser never runs", () =>
     Effect.gen(function* () {
       const app = yield* startApp({ deployment: filesDeployment })
       const alice = yield* app.token({ sub: "alice", org: "acme" })
-      const project = yield* created(app, alice, "Project", "create", { name: "Archive" })
-      const bytes = Buffer.from("kept in the backup")
-      const uploaded = yield* upload(app, alice, bytes)
-      yield* created(app, alice, "Attachment", "add", { projectId: project, file: uploaded.json.handle })
-
-      // Online, while the server runs.
-      const databaseId = Digest.databaseId("\u0000orgs\u0000acme")
-      const backups = mkdtempSync(join(tmpdir(), "cairn-object-backups-"))
-      const deploymentId = yield* Backup.deploymentIdOf(app.dataDir)
-      yield* Backup.backupDatabase({ dataDir: app.dataDir, deploymentId, databaseId, to: backups })
-      assert.isTrue(existsSync(join(backups, "objects", databaseId, uploaded.json.sha256)))
-
-      // Elsewhere, for the same deployment (the data directory's identity goes with it).
-      const fresh = mkdtempSync(join(tmpdir(), "cairn-object-restored-"))
-      copyFileSync(join(app.dataDir, "deployment-id"), join(fresh, "deployment-id"))
-      const { operations } = yield* Effect.orDie(Deployment.make(filesDeployment))
-      yield* Restore.restore({ from: backups, dataDir: fresh, databaseId, deploymentId: yield* Backup.deploymentIdOf(fresh), catalog: operations.catalog })
-      assert.isTrue(existsSync(join(fresh, "objects", databaseId, uploaded.json.sha256)))
-
-      const restored = yield* startApp({ deployment: filesDeployment, dataDir: fresh })
-      const again = yield* restored.token({ sub: "alice", org: "acme" })
-      const [row] = yield* attachments(restored, again)
-      const got = yield* download(restored, again, row!.file.url)
-      assert.strictEqual(got.status, 200)
-      assert.isTrue(got.body.equals(bytes))
+      const bob = yield* app.token({ sub: "bob", org: "acme" })
+      // Pages, images with scripts and scripts are refused; what a browser only shows or saves is taken.
+      for (const type of ["text/html", "image/svg+xml", "application/xhtml+xml", "text/javascript", "application/xml"]) {
+        const refused = yield* upload(app, alice, Buffer.from("<script>alert(1)</script>"), { type })
+        assert.strictEqual(refused.status, 415, type)
+        assert.include(refused.json.message, `Files of type "${type}" are not accepted here`)
+        assert.include(refused.json.message, "image/png")
+      }
+      for (const type of ["image/png", "application/pdf", "text/plain", "application/octet-stream", "video/mp4"]) {
+        assert.strictEqual((yield* upload(app, alice, Buffer.from(type), { type })).status, 201, type)
+      }
+      // Sizes are refused when declared (a resumable upload's creation), before any byte is sent.
+      const tus = { "tus-resumable": "1.0.0" }
+      const create = (token: string, size: number) =>
+        http(`${app.base}/db/objects/resumable`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, ...tus, "upload-length": String(size), "upload-metadata": `filetype ${Buffer.from("video/mp4").toString("base64")}` }
+        })
+      const MiB = 1024 * 1024
+      assert.strictEqual((yield* create(alice, 100 * MiB + 1)).status, 413)
+      // A plain upload that declares more is refused from its headers, its body unread.
+      const declared = yield* Effect.promise(
+        () =>
+          new Promise<{ status: number; body: string }>((resolve, reject) => {
+            const request = httpRequest(`${app.base}/db/objects`, {
+              method: "POST",
+              agent: false,
+              headers: { authorization: `Bearer ${alice}`, "content-type": "video/mp4", "content-length": String(100 * MiB + 1) }
+            })
+            request.on("response", (response) => {
+              let body = ""
+              response
+                .setEncoding("utf8")
+                .on("data", (chunk: string) => (body += chunk))
+                .on("end", () => {
+                  resolve({ status: response.statusCode ?? 0, body })
+                  request.destroy()
+                })
+            })
+            request.on("error", reject)
+            request.write(Buffer.alloc(1024))
+          })
+      )
+      assert.strictEqual(declared.status, 413)
+      assert.include(JSON.parse(declared.body).message, "larger than the limit of 104857600 bytes")
+      // Ten files of 100 MiB fit in the database's 1 GiB; the eleventh does not, whoever sends it.
+      for (let i = 0; i < 10; i++) assert.strictEqual((yield* create(i < 5 ? alice : bob, 100 * MiB)).status, 201)
+      const overQuota = yield* create(bob, 100 * MiB)
+      assert.strictEqual(overQuota.status, 413, overQuota.text)
+      assert.include(overQuota.text, "quota of 1073741824 bytes")
+      // Another database has its own.
+      const carol = yield* app.token({ sub: "carol", org: "globex" })
+      assert.strictEqual((yield* create(carol, 100 * MiB)).status, 201)
     })
   )
 

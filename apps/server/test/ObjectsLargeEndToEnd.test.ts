@@ -58,7 +58,13 @@ describe("a 1 GiB file", () => {
     const dataDir = mkdtempSync(join(tmpdir(), "cairn-objects-large-"))
     // Started as an operator would, without V8 flags: the store bounds the garbage of streaming itself
     // (store's internal/pressure.ts); left alone, V8 lets ~64 MiB of spent chunk buffers pile up.
-    const server = await launchChild(entry, dataDir, { CAIRN_REQUEST_TIMEOUT_MS: "600000", CAIRN_SQLITE_SYNCHRONOUS: "NORMAL" })
+    const server = await launchChild(entry, dataDir, {
+      CAIRN_REQUEST_TIMEOUT_MS: "600000",
+      CAIRN_SQLITE_SYNCHRONOUS: "NORMAL",
+      // Raised for this test: the defaults (100 MiB a file, 1 GiB a database) protect a shared deployment.
+      CAIRN_OBJECT_MAX_BYTES: String(2 * 1024 * MiB),
+      CAIRN_OBJECT_QUOTA_BYTES: String(4 * 1024 * MiB)
+    })
     try {
       const pid = server.child.pid!
       const alice = await childToken(server, { sub: "alice", org: "acme" })

@@ -66,6 +66,24 @@ export interface ObjectStoreShape {
 
 export class ObjectStore extends Context.Tag("@cairn/store/ObjectStore")<ObjectStore, ObjectStoreShape>() {}
 
+/** The bytes database `databaseId` stores (after de-duplication), read from the store now. */
+export const storedBytesOf = (databaseId: string): Effect.Effect<number, ObjectStoreError, ObjectStore> =>
+  Effect.flatMap(ObjectStore, (store) => Effect.map(store.list(databaseId), (blobs) => blobs.reduce((n, b) => n + b.size, 0)))
+
+/**
+ * The stored bytes of every database with an object area, by opaque database id: the operator's
+ * per-tenant sizes (the metric is one aggregate series; a label per database would be unbounded).
+ * Reads the store now, one listing per database; the archive's namespaces of a cluster are included.
+ */
+export const storedBytesByDatabase: Effect.Effect<ReadonlyMap<string, number>, ObjectStoreError, ObjectStore> = Effect.flatMap(ObjectStore, (store) =>
+  Effect.flatMap(store.databases, (ids) =>
+    Effect.map(
+      Effect.forEach(ids, (id) => Effect.map(store.list(id), (blobs) => [id, blobs.reduce((n, b) => n + b.size, 0)] as const)),
+      (entries) => new Map(entries)
+    )
+  )
+)
+
 /**
  * Writes `body` to the open file `fd` chunk by chunk as it arrives (nothing held beyond one
  * batch), hashing as it goes and bounding the garbage of streaming; stops with `TooLarge` past

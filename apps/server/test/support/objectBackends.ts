@@ -4,8 +4,10 @@ import { mkdtempSync } from "node:fs"
 import { existsSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { statSync } from "node:fs"
 import { HeadObjectCommand } from "@aws-sdk/client-s3"
-import { s3Client } from "@cairn/server/engine/S3ObjectStore"
+import { makeS3, s3Client } from "@cairn/server/engine/S3ObjectStore"
+import { makeFilesystem, type ObjectStoreShape } from "@cairn/store/ObjectStore"
 import { freePort } from "@cairn/testkit/freePort"
 import { Effect } from "effect"
 import S3rver from "s3rver"
@@ -16,12 +18,18 @@ export interface Backend {
   readonly env: Readonly<Record<string, string>>
   /** Whether the blob `sha256` of database `databaseId` is stored. */
   readonly exists: (dataDir: string, databaseId: string, sha256: string) => Effect.Effect<boolean>
+  /** When the blob was last written (ms; S3's LastModified has second precision): a rewrite moves it. */
+  readonly modified: (dataDir: string, databaseId: string, sha256: string) => Effect.Effect<number>
+  /** The store as a server with `dataDir` and `env` uses it (for backups and restores taken beside it). */
+  readonly store: (dataDir: string) => ObjectStoreShape
 }
 
 export const filesystem: Backend = {
   name: "filesystem",
   env: {},
-  exists: (dataDir, databaseId, sha256) => Effect.sync(() => existsSync(join(dataDir, "objects", databaseId, sha256)))
+  exists: (dataDir, databaseId, sha256) => Effect.sync(() => existsSync(join(dataDir, "objects", databaseId, sha256))),
+  modified: (dataDir, databaseId, sha256) => Effect.sync(() => statSync(join(dataDir, "objects", databaseId, sha256)).mtimeMs),
+  store: (dataDir) => makeFilesystem(join(dataDir, "objects"))
 }
 
 /** An s3rver on a free 127.0.0.1 port with one fresh bucket, for the current scope. */
@@ -49,7 +57,10 @@ export const s3 = Effect.gen(function* () {
           () => true,
           () => false
         )
-      )
+      ),
+    modified: (_dataDir, databaseId, sha256) =>
+      Effect.promise(() => client.send(new HeadObjectCommand({ Bucket: bucket, Key: `${databaseId}/${sha256}` })).then((h) => h.LastModified!.getTime())),
+    store: (dataDir) => makeS3({ client, bucket, prefix: "", spoolDir: join(dataDir, "objects-spool") })
   }
   return backend
 })

@@ -29,10 +29,41 @@ export interface ObjectLimitsShape {
   readonly unfinishedPerDatabase: number
 }
 
+/**
+ * Types a browser never runs: raster images, PDF, plain text and data, archives, audio and video, office
+ * documents, and `application/octet-stream` (what an unlabelled file is, served as bytes to save). Not
+ * HTML, SVG, XML or scripts: a tenant's file must never become a page or script of this origin, whatever
+ * header a future browser or proxy ignores (downloads are also attachments with nosniff and a sandbox CSP).
+ */
+export const passiveContentTypes: ReadonlyArray<string> = [
+  "image/png",
+  "image/jpeg",
+  "image/gif",
+  "image/webp",
+  "image/avif",
+  "application/pdf",
+  "text/plain",
+  "text/csv",
+  "text/markdown",
+  "application/json",
+  "application/zip",
+  "application/gzip",
+  "application/octet-stream",
+  "audio/*",
+  "video/*",
+  "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
+  "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
+  "application/vnd.openxmlformats-officedocument.presentationml.presentation",
+  "application/vnd.oasis.opendocument.text",
+  "application/vnd.oasis.opendocument.spreadsheet"
+]
+
 export const defaultObjectLimits: ObjectLimitsShape = {
-  maxObjectBytes: 2 * 1024 * 1024 * 1024,
-  quotaBytes: 10 * 1024 * 1024 * 1024,
-  contentTypes: ["*"],
+  // One tenant's file or folder of files must not fill the disk (or bucket) every tenant shares: a
+  // 100 MiB file and 1 GiB per database until measured workloads say otherwise (spec: Limits rule 2).
+  maxObjectBytes: 100 * 1024 * 1024,
+  quotaBytes: 1024 * 1024 * 1024,
+  contentTypes: passiveContentTypes,
   uploadTtl: Duration.hours(1),
   linkTtl: Duration.minutes(5),
   retention: Duration.hours(24),
@@ -50,7 +81,7 @@ export const objectLimitsConfig: Config.Config<ObjectLimitsShape> = Config.all({
   maxObjectBytes: positive("CAIRN_OBJECT_MAX_BYTES", defaultObjectLimits.maxObjectBytes),
   quotaBytes: positive("CAIRN_OBJECT_QUOTA_BYTES", defaultObjectLimits.quotaBytes),
   contentTypes: Config.string("CAIRN_OBJECT_CONTENT_TYPES").pipe(
-    Config.withDefault("*"),
+    Config.withDefault(passiveContentTypes.join(",")),
     Config.map((s) => s.split(",").map((t) => t.trim().toLowerCase()).filter((t) => t !== ""))
   ),
   uploadTtl: Config.duration("CAIRN_OBJECT_UPLOAD_TTL").pipe(Config.withDefault(defaultObjectLimits.uploadTtl)),

@@ -20,7 +20,7 @@ import { scopeSql } from "@cairn/query/ScopeSql"
 import { isArchiveNamespace } from "@cairn/store/Archive"
 import { type Database } from "@cairn/store/Databases"
 import { referencedObjects } from "@cairn/store/ObjectReferences"
-import { type Blob, ObjectStore, type Range } from "@cairn/store/ObjectStore"
+import { type Blob, ObjectStore, type Range, storedBytesByDatabase } from "@cairn/store/ObjectStore"
 import { Chunk, Clock, Data, Deferred, Duration, Effect, FiberId, Metric, Option, Schedule, Schema, Stream } from "effect"
 import { Deployment } from "./Deployment.js"
 import { FileQuota, overQuotaMessage, type QuotaRefusal, tooManyUnfinishedMessage } from "./FileQuota.js"
@@ -103,7 +103,9 @@ export interface Download {
 
 export const uploads = Metric.counter("cairn_object_uploads_total", { description: "Object uploads, by outcome" })
 export const downloads = Metric.counter("cairn_object_downloads_total", { description: "Object downloads, by outcome" })
-export const storedBytes = Metric.gauge("cairn_object_stored_bytes", { description: "Bytes of objects stored, by database (opaque id)" })
+// One series for the deployment: a label per database would be one series per tenant (unbounded). Per-tenant
+// sizes are `ObjectStore.storedBytesByDatabase`, read on demand (the operator's listing), never scraped.
+export const storedBytes = Metric.gauge("cairn_object_stored_bytes", { description: "Bytes of objects stored, all databases together (after de-duplication within each)" })
 export const storageFaults = Metric.counter("cairn_object_storage_faults_total", { description: "Object storage failures" })
 
 const CONTENT_TYPE = /^[a-z0-9][a-z0-9!#$&^_.+-]{0,126}\/[a-z0-9][a-z0-9!#$&^_.+-]{0,126}$/
@@ -134,6 +136,16 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
     const sealer = yield* Sealer
     const limits = yield* ObjectLimits
     const { dataDir } = yield* Settings
+
+    /** The stored bytes of each database this process counted (loaded, uploaded into or collected): the gauge is their sum. */
+    const storedByDatabase = new Map<string, number>()
+    const setStored = (id: string, bytes: number) =>
+      Effect.suspend(() => {
+        storedByDatabase.set(id, bytes)
+        let total = 0
+        for (const n of storedByDatabase.values()) total += n
+        return Metric.set(storedBytes, total)
+      })
 
     const fault = (error: unknown) =>
       Effect.zipRight(
@@ -190,7 +202,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         const partials = yield* Effect.tryPromise(() => readPartials(uploadDirectory(dataDir, id)))
         const quota = new FileQuota(blobs.reduce((n, b) => n + b.size, 0), bounds)
         for (const partial of partials) quota.restore(partial.id, partial.size ?? partial.offset, partial.size === undefined)
-        yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
+        yield* setStored(id, quota.stored)
         return quota
       }).pipe(Effect.catchAll(fault))
     const ledgerOf = (id: string): Effect.Effect<FileQuota, Unavailable> =>
@@ -263,7 +275,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
             return Effect.fail(new FileRefused({ reason: "incomplete", message: "The upload was cut off before its end." }))
           })
         )
-        yield* Metric.set(Metric.tagged(storedBytes, "database", id), quota.stored)
+        yield* setStored(id, quota.stored)
         return { blob, contentType, name }
       })
 
@@ -425,7 +437,7 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         if (Option.isNone(blob)) return yield* fault(new Error("a referenced object is missing"))
         const range = parseRange(rangeHeader, file.size)
         if (range === "unsatisfiable") {
-          return yield* new FileRefused({ reason: "range", message: `The range is outside the file's ${file.size} bytes.` })
+          return yield* new FileRefused({ reason: "range", fileBytes: file.size, message: `The range is outside the file's ${file.size} bytes.` })
         }
         const body = yield* Effect.catchAll(store.read(database.id, file.sha256, range), fault)
         return { file, range, body }
@@ -470,10 +482,20 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       })
 
     /**
-     * Removes the objects of one database no record references: those unreferenced for
-     * longer than the retention window past an upload handle's life. A referenced blob's
-     * clock is restarted on every pass, so the window counts from its release. Nothing is
-     * removed when the references cannot be read (or the database file is missing).
+     * Per database, when this process's collector first saw each stored blob unreferenced (ms): the marks
+     * of mark and sweep, kept beside the store, never written into it. Only blobs awaiting collection
+     * have one (a referenced blob's mark is dropped), so it stays as small as the garbage.
+     */
+    const unreferencedSince = new Map<string, Map<string, number>>()
+
+    /**
+     * Removes the objects of one database no record references: those unreferenced for longer than
+     * the retention window past an upload handle's life, counted from the later of the blob's last
+     * write (a re-upload restarts it: a handle is valid that long) and the pass that first saw it
+     * unreferenced. A referenced blob is never written to: on S3, rewriting every live object each
+     * pass made a new version of each in a versioned bucket. The marks live in memory, so a restart
+     * only delays collection by one window. Nothing is removed when the references cannot be read
+     * (or the database file is missing).
      */
     const collect = (id: string): Effect.Effect<number> =>
       Effect.gen(function* () {
@@ -484,19 +506,28 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
         if (Option.isNone(referenced)) return 0
         const now = yield* Clock.currentTimeMillis
         const keep = Duration.toMillis(limits.uploadTtl) + Duration.toMillis(limits.retention)
+        const previous = unreferencedSince.get(id)
+        const marks = new Map<string, number>()
         let removed = 0
         let bytes = 0
         for (const blob of yield* store.list(id)) {
           if (referenced.value.has(blob.sha256)) {
             bytes += blob.size
-            yield* store.touch(id, blob.sha256)
-          } else if (now - blob.touchedAt > keep) {
+            continue
+          }
+          const since = previous?.get(blob.sha256) ?? now
+          if (now - Math.max(since, blob.touchedAt) > keep) {
             yield* store.remove(id, blob.sha256)
             if (Option.isSome(quota)) quota.value.addStored(-blob.size)
             removed++
-          } else bytes += blob.size
+          } else {
+            marks.set(blob.sha256, since)
+            bytes += blob.size
+          }
         }
-        yield* Metric.set(Metric.tagged(storedBytes, "database", id), bytes)
+        if (marks.size === 0) unreferencedSince.delete(id)
+        else unreferencedSince.set(id, marks)
+        yield* setStored(id, bytes)
         return removed
       }).pipe(
         Effect.catchAllCause((cause) => Effect.as(Effect.zipRight(Metric.increment(storageFaults), Effect.logError("object collection failed", cause)), 0)),
@@ -552,6 +583,13 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
       grantResumable,
       enterUploadArea,
       settleResumable,
+      /**
+       * The stored bytes of every database (opaque id), read from the store now: per-tenant sizes for the
+       * operator (the `cairn_object_stored_bytes` metric is one series for the deployment).
+       */
+      storedBytesByDatabase: Effect.map(Effect.provideService(storedBytesByDatabase, ObjectStore, store), (sizes) =>
+        new Map([...sizes].filter(([id]) => !isArchiveNamespace(id)))
+      ),
       /** Unfinished and stored bytes as the ledger counts them (tests and metrics). */
       quotaOf: (databaseId: string) => Effect.map(ledgerOf(databaseId), (q) => ({ stored: q.stored, reserved: q.reserved, unfinished: q.unfinished }))
     } as const

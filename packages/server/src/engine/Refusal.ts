@@ -31,6 +31,8 @@ export class FileRefused extends Data.TaggedError("FileRefused")<{
   readonly message: string
   /** `size` and `quota`: the limit that was reached. */
   readonly limitBytes?: number
+  /** `range`: the file's size, for the answer's `Content-Range` (`bytes *` then the size). */
+  readonly fileBytes?: number
 }> {}
 
 /** How the HTTP layer answers a refused file: status and the front's error code. */

@@ -52,7 +52,9 @@ const routes = Effect.gen(function* () {
       const requestId = yield* Correlation.id
       if (error._tag === "Inaccessible") return frontError(404, { error: "not_found", message: error.message, requestId })
       const { status, error: code } = fileHttpStatusOf(error)
-      return frontError(status, { error: code, message: error.message, requestId, ...(error.limitBytes !== undefined ? { limitBytes: error.limitBytes } : {}) })
+      // RFC 9110 §15.5.17: a 416 names the representation's length, so a client can ask for a range that exists.
+      const headers: Record<string, string> = error.fileBytes !== undefined ? { "content-range": `bytes */${error.fileBytes}` } : {}
+      return frontError(status, { error: code, message: error.message, requestId, ...(error.limitBytes !== undefined ? { limitBytes: error.limitBytes } : {}) }, headers)
     })
 
   /** Authenticates, runs `f` as the caller, and answers refusals; CORS as for every `/db` route, preflights for `cors`. */
