@@ -60,7 +60,7 @@ export interface ObjectStoreShape {
   readonly sweep: (databaseId: string, before: number) => Effect.Effect<number, ObjectStoreError>
   /** The databases that have an object area. */
   readonly databases: Effect.Effect<ReadonlyArray<string>, ObjectStoreError>
-  /** Restarts a blob's retention clock (`touchedAt`). */
+  /** Restarts a blob's retention clock (`touchedAt`): for a re-upload only (on S3 it writes a new version). */
   readonly touch: (databaseId: string, sha256: string) => Effect.Effect<void, ObjectStoreError>
 }
 

@@ -4,7 +4,8 @@
  * in one bucket. An upload is spooled to a local temp file while it is hashed (S3 needs the
  * length and the key, the sha256, before the PUT), then PUT; the PUT's success is the
  * durability point, so `put` answers only after it. A blob's `touchedAt` is its LastModified,
- * which `touch` restarts by copying the object onto itself.
+ * which `touch` restarts by copying the object onto itself: only when the same bytes are uploaded
+ * again (their new handle keeps them), never for collection, whose marks live beside the store.
  */
 import { randomUUID } from "node:crypto"
 import { closeSync, createReadStream, existsSync, mkdirSync, openSync, readdirSync, rmSync, statSync } from "node:fs"
