@@ -139,12 +139,12 @@ export class Objects extends Effect.Service<Objects>()("@cairn/server/Objects", 
 
     /** The stored bytes of each database this process counted (loaded, uploaded into or collected): the gauge is their sum. */
     const storedByDatabase = new Map<string, number>()
+    let storedTotal = 0
     const setStored = (id: string, bytes: number) =>
       Effect.suspend(() => {
+        storedTotal += bytes - (storedByDatabase.get(id) ?? 0)
         storedByDatabase.set(id, bytes)
-        let total = 0
-        for (const n of storedByDatabase.values()) total += n
-        return Metric.set(storedBytes, total)
+        return Metric.set(storedBytes, storedTotal)
       })
 
     const fault = (error: unknown) =>
