@@ -40,6 +40,7 @@ import { directToolCall, plainToolCall } from "./DirectToolCall.js"
 import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
+import { invalidParams } from "./InvalidParams.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
 import { metadata } from "./ProtectedResource.js"
 import { answerText, ProtocolError } from "./ToolCallAnswer.js"
@@ -77,14 +78,16 @@ const refusalKey = "cairn.refusal"
 
 const RefusalData = Schema.Union(
   Schema.TaggedStruct("InsufficientScope", { scope: Schema.Literal(readScope, writeScope), message: Schema.String }),
-  Schema.TaggedStruct("Unavailable", { message: Schema.String })
+  Schema.TaggedStruct("Unavailable", { message: Schema.String, retryAfterSeconds: Schema.optional(Schema.Number) })
 )
 const decodeRefusalData = Schema.decodeUnknownOption(RefusalData)
 
 /** The JSON-RPC error the SDK server sends for a refused call (never sent on: see `refusalIn`). */
 const refusedError = (refusal: InsufficientScope | Unavailable) =>
   new ProtocolError(ErrorCode.InvalidRequest, refusal.message, {
-    [refusalKey]: refusal._tag === "InsufficientScope" ? { _tag: refusal._tag, scope: refusal.scope, message: refusal.message } : { _tag: refusal._tag, message: refusal.message }
+    [refusalKey]: refusal._tag === "InsufficientScope"
+      ? { _tag: refusal._tag, scope: refusal.scope, message: refusal.message }
+      : { _tag: refusal._tag, message: refusal.message, ...(refusal.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: refusal.retryAfterSeconds }) }
   })
 
 /** The refusal an SDK answer (one JSON-RPC message, or a batch of them) carries in an error's data, if any. */
@@ -181,24 +184,12 @@ const parseJson = (text: string): { readonly value: unknown } | undefined => {
   }
 }
 
-/**
- * A `tools/call` whose `params` or `arguments` is not an object is the caller's mistake
- * (`-32602`); the SDK would report it as an internal error with its validator's dump.
- * Anything else (not JSON, another method, a batch) is left to the SDK.
- */
-const invalidToolCall = (message: unknown): HttpServerResponse.HttpServerResponse | undefined => {
-  if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
-  const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
-  if (method !== "tools/call") return undefined
-  const isObject = (u: unknown) => typeof u === "object" && u !== null && !Array.isArray(u)
-  const problem = !isObject(params)
-    ? "params must be an object: {name, arguments}."
-    : (params as { arguments?: unknown }).arguments !== undefined && !isObject((params as { arguments?: unknown }).arguments)
-      ? "arguments must be an object holding the tool's input."
-      : undefined
-  if (problem === undefined) return undefined
+/** A request to a served method whose params have the wrong shape: `-32602`, one sentence (see `InvalidParams`). */
+const invalidRequest = (message: unknown): HttpServerResponse.HttpServerResponse | undefined => {
+  const invalid = invalidParams(message)
+  if (invalid === undefined) return undefined
   return HttpServerResponse.unsafeJson(
-    { jsonrpc: "2.0", id: typeof id === "string" || typeof id === "number" ? id : null, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${problem}` } },
+    { jsonrpc: "2.0", id: invalid.id, error: { code: ErrorCode.InvalidParams, message: invalid.message } },
     { status: 200, headers: { "cache-control": "no-store" } }
   )
 }
@@ -279,7 +270,7 @@ export const McpRoutes = HttpLayerRouter.use(
       const body = read.right
       // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
       const parsed = parseJson(body)
-      const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)
+      const malformed = parsed === undefined ? undefined : invalidRequest(parsed.value)
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
