@@ -128,6 +128,13 @@ describe("answers on the allowed set", () => {
         assert.notInclude(answer.text, "expected")
         assert.notInclude(answer.text, "invalid_type")
       }
+      // A tool call whose name or _meta has the wrong type is the caller's mistake too.
+      for (const params of [{ name: 5, arguments: {} }, { name: "describe", arguments: { browse: { kinds: ["entity"] } }, _meta: "x" }]) {
+        const call = yield* post(`${app.base}/mcp`, mcp, { jsonrpc: "2.0", id: 9, method: "tools/call", params }, { "mcp-protocol-version": "2025-11-25" })
+        const body = JSON.parse(call.text)
+        assert.strictEqual(body.error.code, -32602, call.text)
+        assert.notInclude(call.text, "invalid_type")
+      }
       const list = yield* post(`${app.base}/mcp`, mcp, { jsonrpc: "2.0", id: 8, method: "tools/list", params: { cursor: 5 } }, { "mcp-protocol-version": "2025-11-25" })
       assert.strictEqual(JSON.parse(list.text).error.code, -32602, list.text)
       // A well-typed initialize still succeeds.

@@ -22,9 +22,13 @@ const pathText = (path: ReadonlyArray<PropertyKey>): string =>
 const toolCallProblem = (params: unknown): string | undefined =>
   !isObject(params)
     ? "params must be an object: {name, arguments}."
-    : params["arguments"] !== undefined && !isObject(params["arguments"])
-      ? "arguments must be an object holding the tool's input."
-      : undefined
+    : typeof params["name"] !== "string"
+      ? "params.name must be a string naming the tool: describe, query or mutate."
+      : params["arguments"] !== undefined && !isObject(params["arguments"])
+        ? "arguments must be an object holding the tool's input."
+        : params["_meta"] !== undefined && !isObject(params["_meta"])
+          ? "params._meta must be an object when given."
+          : undefined
 
 /** What is wrong with one JSON-RPC request's params, for a method served here; `undefined` when nothing is (or it is not a request). */
 export const invalidParams = (message: unknown): { readonly id: string | number | null; readonly message: string } | undefined => {
