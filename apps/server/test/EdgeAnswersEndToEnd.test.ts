@@ -135,6 +135,16 @@ describe("answers on the allowed set", () => {
         assert.strictEqual(body.error.code, -32602, call.text)
         assert.notInclude(call.text, "invalid_type")
       }
+      // In a batch too, each mistyped member is answered -32602.
+      const batch = yield* post(`${app.base}/mcp`, mcp, [
+        { jsonrpc: "2.0", id: 1, method: "initialize", params: cases[0][0] },
+        { jsonrpc: "2.0", id: 2, method: "ping" }
+      ])
+      const answers = JSON.parse(batch.text) as ReadonlyArray<{ id: number; error?: { code: number; message: string } }>
+      const first = answers.find((answer) => answer.id === 1)
+      assert.strictEqual(first?.error?.code, -32602, batch.text)
+      assert.include(first?.error?.message, cases[0][1])
+      assert.notInclude(batch.text, "invalid_type")
       const list = yield* post(`${app.base}/mcp`, mcp, { jsonrpc: "2.0", id: 8, method: "tools/list", params: { cursor: 5 } }, { "mcp-protocol-version": "2025-11-25" })
       assert.strictEqual(JSON.parse(list.text).error.code, -32602, list.text)
       // A well-typed initialize still succeeds.

@@ -206,11 +206,36 @@ const jsonAnswer = (text: string): HttpServerResponse.HttpServerResponse =>
 const toResponse = (answer: Response, text: string | undefined): HttpServerResponse.HttpServerResponse => {
   const headers: Record<string, string> = {}
   answer.headers.forEach((value, name) => {
-    if (name !== "content-type" && name !== "set-cookie") headers[name] = value
+    // The body may be corrected (`batchAnswer`): its length is set from the text sent.
+    if (name !== "content-type" && name !== "set-cookie" && name !== "content-length") headers[name] = value
   })
   const init = { status: answer.status, statusText: answer.statusText, headers }
   if (text === undefined) return HttpServerResponse.empty(init)
   return HttpServerResponse.text(text, { ...init, contentType: answer.headers.get("content-type") ?? "application/json" })
+}
+
+/**
+ * The SDK's answer to a batch, with the answer to each member whose params have the wrong shape
+ * replaced by `-32602` in one sentence (the SDK answers those `-32603` with its validator's dump);
+ * `undefined` when nothing needs replacing.
+ */
+const batchAnswer = (batch: unknown, text: string | undefined): string | undefined => {
+  if (!Array.isArray(batch) || text === undefined) return undefined
+  const invalid = new Map<unknown, string>()
+  for (const message of batch) {
+    const problem = invalidParams(message)
+    if (problem !== undefined && problem.id !== null) invalid.set(problem.id, problem.message)
+  }
+  if (invalid.size === 0) return undefined
+  const answers = parseJson(text)?.value
+  if (!Array.isArray(answers)) return undefined
+  return JSON.stringify(
+    answers.map((answer: unknown) =>
+      Predicate.hasProperty(answer, "error") && Predicate.hasProperty(answer, "id") && invalid.has(answer.id)
+        ? { jsonrpc: "2.0", id: answer.id, error: { code: ErrorCode.InvalidParams, message: invalid.get(answer.id) } }
+        : answer
+    )
+  )
 }
 
 /** The MCP endpoint and its RFC 9728 metadata routes. */
@@ -326,7 +351,7 @@ export const McpRoutes = HttpLayerRouter.use(
       })
       const refusal = refusalInText(response.text)
       if (refusal !== undefined) return yield* gate.refuse("mcp", principal, refusal)
-      return toResponse(response.answer, response.text)
+      return toResponse(response.answer, batchAnswer(parsed?.value, response.text) ?? response.text)
     })
 
     // Every method is routed here: after the gate, anything but POST is told what the endpoint takes.
