@@ -1,6 +1,6 @@
 // A write on a full disk, for real: the server's data directory is a small tmpfs mounted by
 // the test (it runs as root, as CI does), filled to the last page. A mutation then answers a
-// retryable 503 with Retry-After on RPC and on MCP, never an internal error; nothing of it is
+// retryable 503 with Retry-After on RPC, MCP and files, never an internal error; nothing of it is
 // stored or acknowledged; once space is freed, the same request (same invocationId) commits once.
 import { execFileSync } from "node:child_process"
 import { appendFileSync, mkdtempSync, rmSync } from "node:fs"
@@ -58,7 +58,7 @@ const post = (url: string, token: string, body: unknown, headers: Record<string,
 const invocationId = (n: number) => `01a20000-0000-7000-8000-${n.toString(16).padStart(12, "0")}`
 
 describe("a full disk", () => {
-  it.scopedLive.runIf(isRoot)("answers writes with a retryable 503 + Retry-After on RPC and MCP, acknowledges nothing, and commits the same request once space is back", () =>
+  it.scopedLive.runIf(isRoot)("answers writes with a retryable 503 + Retry-After on RPC, MCP and files, acknowledges nothing, and commits the same request once space is back", () =>
     Effect.gen(function* () {
       const dir = yield* smallDisk(24)
       const app = yield* startApp({ dataDir: dir })
@@ -99,6 +99,20 @@ describe("a full disk", () => {
       assert.strictEqual(viaMcp.status, 503, viaMcp.text)
       assert.strictEqual(viaMcp.retryAfter, "30")
       assert.include(viaMcp.text, "storage is full")
+
+      // Files: an upload finds no room either, and is told when to come back.
+      const upload = yield* Effect.promise(async () => {
+        const response = await fetch(`${app.base}/db/objects`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${token}`, "content-type": "text/plain" },
+          body: "x".repeat(64 * 1024)
+        })
+        return { status: response.status, retryAfter: response.headers.get("retry-after"), text: await response.text() }
+      })
+      assert.strictEqual(upload.status, 503, upload.text)
+      assert.isNotNull(upload.retryAfter)
+      assert.strictEqual(JSON.parse(upload.text).error, "unavailable", upload.text)
+      for (const internal of ["ENOSPC", dir]) assert.notInclude(upload.text, internal)
 
       // Nothing of the refused writes is there; reads still answer.
       const before = yield* names
