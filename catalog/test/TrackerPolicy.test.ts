@@ -133,7 +133,7 @@ describe("tracker policy: visibility", () => {
       const hidden = yield* Effect.flip(describeCatalog(editorView, archive))
       const missing = yield* Effect.flip(describeCatalog(bareView, archive))
       assert.deepStrictEqual(toPublicBody(hidden as PublicError), toPublicBody(missing as PublicError))
-      assert.strictEqual(hidden._tag, "UnknownDefinition")
+      assert.strictEqual(hidden._tag, "Inaccessible")
 
       const member = { inspect: [{ kind: "entity" as const, name: "Member" }] }
       const seen = yield* describeCatalog(editorView, member)

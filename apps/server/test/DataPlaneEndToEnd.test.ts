@@ -135,7 +135,7 @@ describe("roles", () => {
       const project = (yield* alice(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
       const memberInput = (subject: string, role: "editor" | "viewer") => ({ input: { projectId: project, subject, role, email: `${subject}@acme.test` } })
       const notAnOperation = yield* failure(alice(tracker.Member.add(memberInput("ed", "editor"))))
-      assert.strictEqual(notAnOperation._tag, "UnknownDefinition")
+      assert.strictEqual(notAnOperation._tag, "Inaccessible")
       yield* root(tracker.Member.add(memberInput("ed", "editor")))
       yield* root(tracker.Member.add(memberInput("vera", "viewer")))
 
@@ -261,7 +261,7 @@ describe("hidden versus nonexistent", () => {
         assert.notInclude(hidden.text, project, name)
       }
       assert.include(cases[0]![1].text, '"_tag":"Inaccessible"')
-      assert.include(cases[4]![1].text, '"_tag":"UnknownDefinition"')
+      assert.include(cases[4]![1].text, '"_tag":"Inaccessible"')
       // A hidden operation reads like an operation that was never defined.
       const neverDefined = yield* rawRpc(app, aliceToken, "Mutate", {
         operation: operation("Project", "demolish"),

@@ -151,7 +151,7 @@ describe("MCP through the real server", () => {
           invocationId: "01a20000-0000-7000-8000-0000000000bb"
         })
       const adminOnly = yield* addMember("add")
-      assert.strictEqual(adminOnly.structuredContent.code, "unknown_definition")
+      assert.strictEqual(adminOnly.structuredContent.code, "inaccessible")
       assert.strictEqual(JSON.stringify(adminOnly), JSON.stringify(yield* addMember("recruit")).replaceAll("recruit", "add"))
       const described = yield* vera.call("describe", { browse: { kinds: ["operation"] } })
       const names = (described.structuredContent.cards as ReadonlyArray<{ ref: { owner: { name: string }; name: string } }>).map(

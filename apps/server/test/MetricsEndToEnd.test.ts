@@ -158,7 +158,7 @@ describe("the Prometheus endpoint through the real App", () => {
       assert.strictEqual(total(families, "cairn_writer_queue_depth"), 0)
 
       // Every family: the prefix, help text, and labels from closed sets (no ids, no tokens, no payloads).
-      const allowedLabels = new Set(["route", "status", "rpc", "outcome", "transport", "verb", "limit", "reason", "kind", "le"])
+      const allowedLabels = new Set(["route", "status", "rpc", "outcome", "transport", "verb", "limit", "reason", "kind", "origin", "le"])
       const cairn = families.filter((f) => f.name.startsWith("cairn_"))
       assert.isAtLeast(cairn.length, 20)
       for (const family of families) {

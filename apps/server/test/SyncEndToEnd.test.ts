@@ -86,7 +86,8 @@ describe("sync through the real server", () => {
       const app = yield* startApp()
       const token = yield* app.token({ sub: "alice", org: "acme" })
       for (const [url, bearer, expected] of [
-        [`${app.base}/db/rpc`, token, "not a Cairn sync stream"],
+        // /db/rpc's gate refuses an RPC it does not serve (SyncSnapshot) with a plain 400.
+        [`${app.base}/db/rpc`, token, "/db/rpc answered HTTP 400"],
         [`${app.base}/health`, token, "HTTP 405: check that the URL is the server's /db/sync"],
         [`${app.base}/nowhere`, token, "HTTP 404: check that the URL is the server's /db/sync"],
         [`${app.base}/db/sync`, "not-a-token", "HTTP 401"]

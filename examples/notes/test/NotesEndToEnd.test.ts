@@ -78,8 +78,8 @@ describe("the notes example through its own App", () => {
       // Sharing is hidden in a personal database: answered exactly as an operation that does not exist.
       const hidden = yield* mutate(app, personal("alice"), "share", diaryId, {})
       const absent = yield* mutate(app, personal("alice"), "publish", diaryId, {})
-      assert.strictEqual(hidden.error?.code, "unknown_definition", hidden.text.slice(0, 300))
-      assert.deepStrictEqual(hidden.error, { ...absent.error!, message: absent.error!.message.replace(`"publish"`, `"share"`) })
+      assert.strictEqual(hidden.error?.code, "inaccessible", hidden.text.slice(0, 300))
+      assert.deepStrictEqual(hidden.error, { ...absent.error!, message: absent.error!.message.replace(`.publish"`, `.share"`) })
       // Bob cannot reach alice's note by its id: his personal database has no such note.
       sameError("another user's note reads like a nonexistent one", yield* mutate(app, personal("bob"), "edit", diaryId, { body: "mine" }), yield* mutate(app, personal("bob"), "edit", "no-such-note", { body: "mine" }))
     })

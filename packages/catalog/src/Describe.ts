@@ -6,7 +6,7 @@ import { Config, Context, Effect, Layer, Option, Schema } from "effect"
 import { type Card, type Definition, type DescribeRequest, type DescribeResult } from "@cairn/domain/Describe"
 import { type DefinitionRef, refKey } from "@cairn/domain/References"
 import { positiveInteger } from "@cairn/domain/PositiveSetting"
-import { InvalidQuery, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { Inaccessible, InvalidQuery, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import type { CompiledEntity, CompiledOperation, CompiledTrait } from "./Catalog.js"
 import { Sealer } from "./Sealer.js"
 import { digest } from "./Digest.js"
@@ -251,8 +251,10 @@ export const describe = Effect.fn("Describe.describe")(function* (view: View, re
       const d = lookup(view, ref)
       if (!d) {
         const shown = ref.kind === "operation" ? `${ref.owner.name}.${ref.name}` : ref.name
-        return yield* new UnknownDefinition({
-          message: `No ${ref.kind} named "${shown}" is defined. Browse or search to find exact references.`
+        // Hidden and nonexistent answer alike (spec: a capability the caller may not see is
+        // `inaccessible` and never reveals whether it exists).
+        return yield* new Inaccessible({
+          message: `No ${ref.kind} named "${shown}" is available to you. Browse or search with describe to find exact references.`
         })
       }
       if (!seen.has(refKey(ref))) found.push(d)

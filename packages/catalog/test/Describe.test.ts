@@ -69,13 +69,13 @@ describe("describe", () => {
       expect(result.cards).toHaveLength(3)
     }).pipe(Effect.provide(Keys)))
 
-  it.effect("an unknown reference fails unknown_definition", () =>
+  it.effect("an unknown reference fails inaccessible, as a hidden one does", () =>
     Effect.gen(function* () {
       const view = yield* trackerView
       const error = yield* Effect.flip(run(view, { inspect: [{ kind: "operation", owner: { kind: "entity", name: "Task" }, name: "delete" }] }))
-      expect(error._tag).toBe("UnknownDefinition")
-      expect(error.code).toBe("unknown_definition")
-      expect(error.message).toBe(`No operation named "Task.delete" is defined. Browse or search to find exact references.`)
+      expect(error._tag).toBe("Inaccessible")
+      expect(error.code).toBe("inaccessible")
+      expect(error.message).toBe(`No operation named "Task.delete" is available to you. Browse or search with describe to find exact references.`)
     }).pipe(Effect.provide(Keys)))
 
   it.effect("requires exactly one of browse, search or inspect", () =>

@@ -13,9 +13,13 @@ export class InsufficientScope extends Schema.TaggedError<InsufficientScope>()("
   message: Schema.String
 }) {}
 
-/** The caller's database cannot be served right now (503, retryable); logged under the request id. */
+/**
+ * The caller's database cannot be served right now (503 + `Retry-After`, retryable); logged under
+ * the request id. `retryAfterSeconds` when the engine knows better than the transport's default.
+ */
 export class Unavailable extends Schema.TaggedError<Unavailable>()("Unavailable", {
-  message: Schema.String
+  message: Schema.String,
+  retryAfterSeconds: Schema.optional(Schema.Number)
 }) {}
 
 /** A defect inside the server (500); logged under the request id, which the message names. */

@@ -29,11 +29,17 @@ export const success = (value: object): CallToolResult => {
 /** Whether `success` made `result` (so its text content is the JSON of its structured content). */
 export const isSuccess = (result: CallToolResult): boolean => successes.has(result)
 
-/** A public error as a tool result the agent can read and recover from. */
+/**
+ * A public error as a tool result the agent can read and recover from. A rejected intent
+ * carries its durable receipt (as on RPC): every decided intent has one, and a replay
+ * returns the same.
+ */
 export const failure = (error: PublicError): CallToolResult => {
-  const body = toPublicBody(error)
+  const receipt = error._tag === "OperationRejected" ? error.receipt : undefined
+  const body = receipt === undefined ? toPublicBody(error) : { ...toPublicBody(error), receipt }
+  const text = `${body.code}: ${body.message} Recovery: ${body.recovery}`
   return {
-    content: [{ type: "text", text: `${body.code}: ${body.message} Recovery: ${body.recovery}` }],
+    content: [{ type: "text", text: receipt === undefined ? text : `${text} Receipt: ${JSON.stringify(receipt)}` }],
     structuredContent: body as unknown as Record<string, unknown>,
     isError: true
   }

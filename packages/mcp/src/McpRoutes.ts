@@ -40,6 +40,7 @@ import { directToolCall, plainToolCall } from "./DirectToolCall.js"
 import { directHeaders, DirectTransport, directRequest } from "./DirectTransport.js"
 import { acceptedVersions, protocolProblem } from "./McpCompatibility.js"
 import { McpConfig } from "./McpConfig.js"
+import { invalidParams } from "./InvalidParams.js"
 import { instructions, isToolName, tools } from "./McpTools.js"
 import { metadata } from "./ProtectedResource.js"
 import { answerText, ProtocolError } from "./ToolCallAnswer.js"
@@ -77,14 +78,16 @@ const refusalKey = "cairn.refusal"
 
 const RefusalData = Schema.Union(
   Schema.TaggedStruct("InsufficientScope", { scope: Schema.Literal(readScope, writeScope), message: Schema.String }),
-  Schema.TaggedStruct("Unavailable", { message: Schema.String })
+  Schema.TaggedStruct("Unavailable", { message: Schema.String, retryAfterSeconds: Schema.optional(Schema.Number) })
 )
 const decodeRefusalData = Schema.decodeUnknownOption(RefusalData)
 
 /** The JSON-RPC error the SDK server sends for a refused call (never sent on: see `refusalIn`). */
 const refusedError = (refusal: InsufficientScope | Unavailable) =>
   new ProtocolError(ErrorCode.InvalidRequest, refusal.message, {
-    [refusalKey]: refusal._tag === "InsufficientScope" ? { _tag: refusal._tag, scope: refusal.scope, message: refusal.message } : { _tag: refusal._tag, message: refusal.message }
+    [refusalKey]: refusal._tag === "InsufficientScope"
+      ? { _tag: refusal._tag, scope: refusal.scope, message: refusal.message }
+      : { _tag: refusal._tag, message: refusal.message, ...(refusal.retryAfterSeconds === undefined ? {} : { retryAfterSeconds: refusal.retryAfterSeconds }) }
   })
 
 /** The refusal an SDK answer (one JSON-RPC message, or a batch of them) carries in an error's data, if any. */
@@ -181,24 +184,12 @@ const parseJson = (text: string): { readonly value: unknown } | undefined => {
   }
 }
 
-/**
- * A `tools/call` whose `params` or `arguments` is not an object is the caller's mistake
- * (`-32602`); the SDK would report it as an internal error with its validator's dump.
- * Anything else (not JSON, another method, a batch) is left to the SDK.
- */
-const invalidToolCall = (message: unknown): HttpServerResponse.HttpServerResponse | undefined => {
-  if (typeof message !== "object" || message === null || Array.isArray(message)) return undefined
-  const { id, method, params } = message as { id?: unknown; method?: unknown; params?: unknown }
-  if (method !== "tools/call") return undefined
-  const isObject = (u: unknown) => typeof u === "object" && u !== null && !Array.isArray(u)
-  const problem = !isObject(params)
-    ? "params must be an object: {name, arguments}."
-    : (params as { arguments?: unknown }).arguments !== undefined && !isObject((params as { arguments?: unknown }).arguments)
-      ? "arguments must be an object holding the tool's input."
-      : undefined
-  if (problem === undefined) return undefined
+/** A request to a served method whose params have the wrong shape: `-32602`, one sentence (see `InvalidParams`). */
+const invalidRequest = (message: unknown): HttpServerResponse.HttpServerResponse | undefined => {
+  const invalid = invalidParams(message)
+  if (invalid === undefined) return undefined
   return HttpServerResponse.unsafeJson(
-    { jsonrpc: "2.0", id: typeof id === "string" || typeof id === "number" ? id : null, error: { code: ErrorCode.InvalidParams, message: `Invalid params: ${problem}` } },
+    { jsonrpc: "2.0", id: invalid.id, error: { code: ErrorCode.InvalidParams, message: invalid.message } },
     { status: 200, headers: { "cache-control": "no-store" } }
   )
 }
@@ -215,11 +206,36 @@ const jsonAnswer = (text: string): HttpServerResponse.HttpServerResponse =>
 const toResponse = (answer: Response, text: string | undefined): HttpServerResponse.HttpServerResponse => {
   const headers: Record<string, string> = {}
   answer.headers.forEach((value, name) => {
-    if (name !== "content-type" && name !== "set-cookie") headers[name] = value
+    // The body may be corrected (`batchAnswer`): its length is set from the text sent.
+    if (name !== "content-type" && name !== "set-cookie" && name !== "content-length") headers[name] = value
   })
   const init = { status: answer.status, statusText: answer.statusText, headers }
   if (text === undefined) return HttpServerResponse.empty(init)
   return HttpServerResponse.text(text, { ...init, contentType: answer.headers.get("content-type") ?? "application/json" })
+}
+
+/**
+ * The SDK's answer to a batch, with the answer to each member whose params have the wrong shape
+ * replaced by `-32602` in one sentence (the SDK answers those `-32603` with its validator's dump);
+ * `undefined` when nothing needs replacing.
+ */
+const batchAnswer = (batch: unknown, text: string | undefined): string | undefined => {
+  if (!Array.isArray(batch) || text === undefined) return undefined
+  const invalid = new Map<unknown, string>()
+  for (const message of batch) {
+    const problem = invalidParams(message)
+    if (problem !== undefined && problem.id !== null) invalid.set(problem.id, problem.message)
+  }
+  if (invalid.size === 0) return undefined
+  const answers = parseJson(text)?.value
+  if (!Array.isArray(answers)) return undefined
+  return JSON.stringify(
+    answers.map((answer: unknown) =>
+      Predicate.hasProperty(answer, "error") && Predicate.hasProperty(answer, "id") && invalid.has(answer.id)
+        ? { jsonrpc: "2.0", id: answer.id, error: { code: ErrorCode.InvalidParams, message: invalid.get(answer.id) } }
+        : answer
+    )
+  )
 }
 
 /** The MCP endpoint and its RFC 9728 metadata routes. */
@@ -279,7 +295,7 @@ export const McpRoutes = HttpLayerRouter.use(
       const body = read.right
       // Parsed once, here; the SDK takes the parsed message (and answers -32700 itself when there is none).
       const parsed = parseJson(body)
-      const malformed = parsed === undefined ? undefined : invalidToolCall(parsed.value)
+      const malformed = parsed === undefined ? undefined : invalidRequest(parsed.value)
       if (malformed !== undefined) return malformed
       const unsupported = protocolProblem(request.headers["mcp-protocol-version"], parsed?.value, accepted)
       if (unsupported !== undefined) return jsonRpcError(400, unsupported)
@@ -335,7 +351,7 @@ export const McpRoutes = HttpLayerRouter.use(
       })
       const refusal = refusalInText(response.text)
       if (refusal !== undefined) return yield* gate.refuse("mcp", principal, refusal)
-      return toResponse(response.answer, response.text)
+      return toResponse(response.answer, batchAnswer(parsed?.value, response.text) ?? response.text)
     })
 
     // Every method is routed here: after the gate, anything but POST is told what the endpoint takes.

@@ -207,7 +207,7 @@ layer(StackLive, { timeout: 120_000, excludeTestServices: true })("MCP endpoint"
       assert.include(result.content[0].text, "invalid_query: ")
 
       const unknown = yield* post(mcpUrl, call("describe", { inspect: [{ kind: "entity", name: "Nope" }] }), auth)
-      assert.strictEqual(unknown.json.result.structuredContent.code, "unknown_definition")
+      assert.strictEqual(unknown.json.result.structuredContent.code, "inaccessible")
 
       const badEnvelope = yield* post(mcpUrl, call("mutate", { operation: { kind: "operation" }, invocationId: 7 }), auth)
       assert.strictEqual(badEnvelope.json.result.structuredContent.code, "invalid_input")

@@ -187,7 +187,7 @@ describe("/db/rpc", () => {
     })
   )
 
-  it.scopedLive("answers the protocol's other messages as @effect/rpc's server does: a ping, an end of input, an unknown RPC", () =>
+  it.scopedLive("answers the protocol's other messages as @effect/rpc's server does (a ping, an end of input); an unknown RPC is the gate's plain 400", () =>
     Effect.gen(function* () {
       const front = yield* startFront()
       const token = yield* front.token({ sub: "alice", org: "acme" })
@@ -198,7 +198,9 @@ describe("/db/rpc", () => {
         expect({ status: answer.status, body: JSON.parse(answer.text) }).toEqual({ status: 200, body: [] })
       }
       const unknown = yield* post(front, request("Drop", {}), bearer(token))
-      expect({ status: unknown.status, body: JSON.parse(unknown.text) }).toEqual({ status: 200, body: [{ _tag: "Defect", defect: "Unknown request tag: Drop" }] })
+      expect(unknown.status).toBe(400)
+      expect(JSON.parse(unknown.text)).toMatchObject({ error: "invalid_request" })
+      expect(unknown.text).not.toContain("Defect")
     })
   )
 })

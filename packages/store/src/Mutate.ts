@@ -10,10 +10,11 @@ import { type CompiledOperation } from "@cairn/catalog/Catalog"
 import { type View } from "@cairn/catalog/View"
 import { decodeStrict } from "@cairn/domain/Decode"
 import { encodesAsIs } from "@cairn/domain/EncodesAsIs"
-import { type InvocationConflict, InvalidInput, type Inaccessible, type OperationRejected, UnknownDefinition } from "@cairn/domain/PublicError"
+import { type InvocationConflict, InvalidInput, Inaccessible, type OperationRejected } from "@cairn/domain/PublicError"
 import { type MutateRequest } from "@cairn/domain/Mutate"
 import { type Principal } from "@cairn/domain/Principal"
 import { type Overloaded } from "@cairn/domain/Overloaded"
+import { type Unavailable } from "@cairn/domain/Refusal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import type { Database } from "./Database.js"
 import { hotSpan } from "@cairn/domain/HotSpan"
@@ -37,7 +38,7 @@ export interface MutateArgs {
   readonly resolve?: (operation: CompiledOperation, input: unknown) => Effect.Effect<unknown, InvalidInput>
 }
 
-type MutateError = UnknownDefinition | InvalidInput | Inaccessible | OperationRejected | InvocationConflict | Overloaded
+type MutateError = InvalidInput | Inaccessible | OperationRejected | InvocationConflict | Overloaded | Unavailable
 
 /** Digest of what makes two invocations the same intent. */
 export const intentOf = (subject: string, operation: string, target: MutateRequest["target"], encodedInput: unknown) =>
@@ -88,8 +89,9 @@ const mutateBody = (args: MutateArgs): Effect.Effect<Receipt, MutateError> =>
     const operation = view.operation(ref.owner.name, ref.name)
     if (!operation) {
       return Effect.fail(
-        new UnknownDefinition({
-          message: `There is no operation "${ref.name}" on "${ref.owner.name}". Browse operations with describe and use an exact reference it returns.`
+        // Hidden and nonexistent answer alike: `inaccessible`, revealing nothing (spec: authentication rule 3).
+        new Inaccessible({
+          message: `No operation named "${ref.owner.name}.${ref.name}" is available to you. Browse or search with describe to find exact references.`
         })
       )
     }

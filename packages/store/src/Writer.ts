@@ -29,6 +29,7 @@ import { Inaccessible, type InvocationConflict, OperationRejected } from "@cairn
 import { InternalError } from "@cairn/domain/InternalError"
 import { type InvocationId } from "@cairn/domain/Ids"
 import { Overloaded } from "@cairn/domain/Overloaded"
+import { Unavailable } from "@cairn/domain/Refusal"
 import { type Principal } from "@cairn/domain/Principal"
 import { type Receipt } from "@cairn/domain/Receipt"
 import { type Target } from "@cairn/domain/References"
@@ -42,7 +43,7 @@ import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
 import * as Position from "./Position.js"
-import { countWriteFault } from "./StorageFault.js"
+import { classify, countWriteFault } from "./StorageFault.js"
 
 /** One validated mutation intent, ready for the writer. */
 export interface Invocation {
@@ -57,7 +58,7 @@ export interface Invocation {
   readonly catalogToken: string
 }
 
-export type SubmitError = Inaccessible | OperationRejected | InvocationConflict | Overloaded
+export type SubmitError = Inaccessible | OperationRejected | InvocationConflict | Overloaded | Unavailable
 
 export interface Writer {
   /**
@@ -131,6 +132,16 @@ export const overloaded = () =>
 /** The public answer when a group could not be made durable beyond the machine: retry the same request (same invocation id). */
 export const notAcknowledged = () =>
   new Overloaded({ message: "The change could not be made durable; nothing was acknowledged. Retry the same request.", retryAfterSeconds: 1 })
+
+/**
+ * The public answer when the disk is full (SQLITE_FULL, ENOSPC): the group was rolled back, nothing
+ * was stored or acknowledged; the same request succeeds once the operator frees space.
+ */
+export const storageFull = () =>
+  new Unavailable({
+    message: "Your database cannot take writes right now (its storage is full); nothing was applied. Retry the same request later.",
+    retryAfterSeconds: 30
+  })
 
 /** The public answer for a target that is absent or hidden: the same words either way. */
 export const targetInaccessible = (entity: string) =>
@@ -505,6 +516,16 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         } else {
           // The transaction failed as a whole (storage fault): nothing of the group was applied.
           yield* countWriteFault(failure!)
+          if (classify(failure!) === "full_disk") {
+            // The operator's to fix, the caller's to retry: not a defect of the request.
+            yield* Effect.logError("Group commit failed: the disk is full; the whole group was rolled back", failure!).pipe(
+              Effect.annotateLogs({ database: databaseId })
+            )
+            yield* countOutcome("unavailable", items.length)
+            const refused = Exit.fail(storageFull())
+            for (const item of items) item.resume(refused)
+            return
+          }
           const id = correlationId()
           yield* logDefect({ cause: failure!, message: "Group commit failed; the whole group was rolled back", id })
           yield* countOutcome("defect", items.length)

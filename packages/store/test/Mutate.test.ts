@@ -109,7 +109,7 @@ describe("mutate", () => {
       })
     ))
 
-  it.scoped("unknown and hidden operations are unknown_definition with the same message", () =>
+  it.scoped("unknown and hidden operations are inaccessible with the same message", () =>
     inStore(
       Effect.gen(function* () {
         const catalog = yield* compiledNotes
@@ -117,10 +117,10 @@ describe("mutate", () => {
         const hidden = yield* mutate({ view: narrow, principal: principal(), request: request("Note", "bump", { by: 1 }, { target: "x" }) }).pipe(Effect.flip)
         const missing = yield* mutate({ view: View.full(catalog), principal: principal(), request: request("Note", "nothing", {}, { target: "x" }) }).pipe(Effect.flip)
         const noOwner = yield* mutate({ view: View.full(catalog), principal: principal(), request: request("Ghost", "bump", {}) }).pipe(Effect.flip)
-        assert.strictEqual(hidden._tag, "UnknownDefinition")
-        assert.strictEqual(missing._tag, "UnknownDefinition")
-        assert.strictEqual(noOwner._tag, "UnknownDefinition")
-        assert.strictEqual(hidden.message.replace('"bump"', "NAME"), missing.message.replace('"nothing"', "NAME"))
+        assert.strictEqual(hidden._tag, "Inaccessible")
+        assert.strictEqual(missing._tag, "Inaccessible")
+        assert.strictEqual(noOwner._tag, "Inaccessible")
+        assert.strictEqual(hidden.message.replace('.bump"', ".NAME\""), missing.message.replace('.nothing"', ".NAME\""))
         assert.strictEqual((yield* rows(`SELECT count(*) AS n FROM _cairn_receipts`))[0]!.n, 0)
       })
     ))

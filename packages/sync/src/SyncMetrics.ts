@@ -2,7 +2,7 @@
  * Sync observability: resumes, resnapshots by public reason, snapshot sizes and the
  * lag from commit to delivery. Tagged only with public values, never ids or keys.
  */
-import type { ResnapshotReason } from "@cairn/domain/Sync"
+import { ResnapshotReason } from "@cairn/domain/Sync"
 import { Effect, FiberRef, Metric, MetricBoundaries } from "effect"
 
 export const resumes = Metric.counter("cairn_sync_resumes_total", { description: "Changes streams resumed from a valid cursor", incremental: true })
@@ -55,4 +55,22 @@ export const lagRecorder: Effect.Effect<(committedAt: string) => void> = Effect.
       lagMillis.unsafeUpdate(Math.max(0, clock.unsafeCurrentTimeMillis() - parsed.millis), labels)
     }
   })
+)
+
+/**
+ * Every sync family at zero before any traffic, resnapshots by each public reason: a series
+ * born at its first event gives `rate()` nothing to rise from (a resnapshot storm's first
+ * minutes would not show).
+ */
+export const atZero: Effect.Effect<void> = Effect.all(
+  [
+    Metric.value(resumes),
+    ...ResnapshotReason.literals.map((reason) => Metric.value(Metric.tagged(resnapshots, "reason", reason))),
+    Metric.value(snapshotRecords),
+    Metric.value(snapshotPages),
+    Metric.value(snapshotPageBytes),
+    Metric.value(liveStreams),
+    Metric.value(lagMillis)
+  ],
+  { discard: true }
 )

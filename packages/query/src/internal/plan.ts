@@ -8,7 +8,7 @@ import type { View } from "@cairn/catalog/View"
 import { digest } from "@cairn/catalog/Digest"
 import { leafIssue, leafProblems } from "@cairn/catalog/ColumnValue"
 import { type Direction, type Filter, idOperators, type Path, type QueryDocumentV1, type Scalar } from "@cairn/domain/QueryDocument"
-import { Inaccessible, InvalidQuery, isPublicError, type PublicError, QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { Inaccessible, InvalidQuery, isPublicError, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { checkFilter, malformed } from "../FilterDecoder.js"
 import type { QueryLimitsShape } from "../QueryLimits.js"
 
@@ -296,8 +296,9 @@ export const leafFields = (view: View, entity: CompiledEntity, where: Filter, li
 export const plan = (view: View, doc: QueryDocumentV1, limits: QueryLimitsShape): Plan | PublicError => {
   const entity = view.entity(doc.from.name)
   if (!entity) {
-    return new UnknownDefinition({
-      message: `No entity named "${doc.from.name}" is defined. Browse or search with describe to find exact references.`
+    // Hidden and nonexistent answer alike: `inaccessible`, revealing nothing (spec: authentication rule 3).
+    return new Inaccessible({
+      message: `No entity named "${doc.from.name}" is available to you. Browse or search with describe to find exact references.`
     })
   }
   const first = doc.page?.first ?? limits.defaultPageSize

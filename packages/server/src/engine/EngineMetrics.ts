@@ -108,3 +108,28 @@ export const instrumentStream =
         )
       )
     )
+
+/** The verbs each way in serves (closed sets: the labels `instrument` gives them). */
+export const verbsByTransport: ReadonlyArray<readonly [TransportName, ReadonlyArray<string>]> = [
+  ["rpc", ["describe", "query", "mutate"]],
+  ["mcp", ["describe", "query", "mutate"]],
+  ["sync", ["snapshot", "changes"]],
+  ["files", ["upload", "download", "link", "resumable"]]
+]
+
+/**
+ * The engine's families at zero before any traffic (a series born at its first event gives
+ * `rate()` nothing to rise from): each verb's latency for the outcomes alerts watch (`ok` and
+ * `internal_error`; other outcomes appear as they happen), and budget failures by every limit.
+ */
+export const atZero: Effect.Effect<void> = Effect.all(
+  [
+    ...verbsByTransport.flatMap(([transport, verbs]) =>
+      verbs.flatMap((verb) => ["ok", "internal_error"].map((outcome) => Metric.value(latencyOf(transport, verb, outcome))))
+    ),
+    ...(["rpc", "mcp", "sync"] as const).flatMap((transport) =>
+      [...knownLimits].map((limit) => Metric.value(Metric.tagged(Metric.tagged(budgetFailures, "transport", transport), "limit", limitLabel(limit))))
+    )
+  ],
+  { discard: true }
+)

@@ -29,7 +29,7 @@ export const policyGuard = (policy: Policy.CompiledPolicy): MutationGuardShape =
   check: ({ principal, operation, target, input, tx }) =>
     Effect.gen(function* () {
       const rule = policy.mutation(principal, operation.ref)
-      // Mutate already answered operations outside the principal's view as unknown; a
+      // Mutate already answered operations outside the principal's view as inaccessible; a
       // denial reaching the writer means the view and the rule disagree: refuse, reveal nothing.
       if (rule._tag === "Deny") {
         return yield* new Inaccessible({ message: "This operation cannot be invoked by the caller. Browse operations with describe." })

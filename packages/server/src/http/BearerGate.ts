@@ -44,6 +44,9 @@ export const challenge = (options: Challenge): string => {
 export const bearerToken = (authorization: string): string | undefined =>
   /^Bearer +([A-Za-z0-9\-._~+/]+=*) *$/i.exec(authorization)?.[1]
 
+/** `Retry-After` of an unavailable database when the engine names no better time. */
+const unavailableRetryAfterSeconds = 5
+
 export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/BearerGate", {
   effect: Effect.gen(function* () {
     const identity = yield* Identity
@@ -132,6 +135,11 @@ export class BearerGate extends Effect.Service<BearerGate>()("@cairn/server/Bear
             },
             { "retry-after": String(refusal.retryAfterSeconds) }
           )
+        }
+        if (refusal._tag === "Unavailable") {
+          // Retryable by definition: a client (or a proxy) is told when, on every way in.
+          const retryAfterSeconds = refusal.retryAfterSeconds ?? unavailableRetryAfterSeconds
+          return frontError(status, { error, message: refusal.message, requestId, retryAfterSeconds }, { "retry-after": String(retryAfterSeconds) })
         }
         return frontError(status, { error, message: refusal.message, requestId })
       })

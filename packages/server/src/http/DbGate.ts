@@ -23,9 +23,10 @@ import { type Framing, ParsedEnvelope, readEnvelope } from "./RpcEnvelope.js"
 
 /**
  * The gate of routes whose body is an RPC envelope in `framing`, or of any other `/db` route
- * (`undefined`); `transport` names the way in for the engine's metrics (`CurrentTransport`).
+ * (`undefined`); `transport` names the way in for the engine's metrics (`CurrentTransport`);
+ * `tags` are the RPCs the route serves (a request for another is answered 400 here).
  */
-export const dbGate = (framing: Framing | undefined, transport?: TransportName) =>
+export const dbGate = (framing: Framing | undefined, transport?: TransportName, tags?: ReadonlyArray<string>) =>
   HttpLayerRouter.middleware(
     Effect.gen(function* () {
       const gate = yield* BearerGate
@@ -51,7 +52,7 @@ export const dbGate = (framing: Framing | undefined, transport?: TransportName) 
                 : frontError(400, { error: "invalid_request", message: "The request body could not be read.", requestId })
             }
             if (Buffer.byteLength(body.right) > limits.maxBodyBytes) return payloadTooLarge(requestId, limits.maxBodyBytes)
-            const envelope = framing === undefined ? undefined : readEnvelope(body.right, framing)
+            const envelope = framing === undefined ? undefined : readEnvelope(body.right, framing, tags)
             if (envelope?.problem !== undefined) return frontError(400, { error: "invalid_request", message: envelope.problem, requestId })
 
             // The messages the envelope check parsed go to the RPC layer, which then does not parse the body again.

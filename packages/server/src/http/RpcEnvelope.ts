@@ -18,13 +18,15 @@ const requestId = /^[0-9]{1,20}$/
 
 const isObject = (u: unknown): u is Record<string, unknown> => typeof u === "object" && u !== null && !Array.isArray(u)
 
-const messageProblem = (message: unknown): string | undefined => {
+const messageProblem = (message: unknown, tags: ReadonlyArray<string> | undefined): string | undefined => {
   if (!isObject(message)) return "each message must be a JSON object"
   const tag = message["_tag"]
   if (typeof tag !== "string" || !clientTags.has(tag)) return `"_tag" must be one of ${[...clientTags].join(", ")}`
   if (tag === "Request") {
     if (typeof message["id"] !== "string" || !requestId.test(message["id"])) return '"id" must be a decimal integer string'
     if (typeof message["tag"] !== "string") return '"tag" must name the RPC'
+    // The RPC layer answers a tag it does not serve with a defect frame; the caller's mistake is a plain 400.
+    if (tags !== undefined && !tags.includes(message["tag"])) return `"tag" must be one of ${tags.join(", ")}`
     const headers = message["headers"]
     if (
       !Array.isArray(headers) ||
@@ -57,8 +59,11 @@ const parse = (text: string): { readonly ok: true; readonly value: unknown } | {
   }
 }
 
-/** `body` read as an RPC request body in `framing`: its messages, or what is wrong with it. */
-export const readEnvelope = (body: string, framing: Framing): Envelope => {
+/**
+ * `body` read as an RPC request body in `framing`: its messages, or what is wrong with it.
+ * With `tags` (the RPCs the route serves), a request naming another RPC is what is wrong.
+ */
+export const readEnvelope = (body: string, framing: Framing, tags?: ReadonlyArray<string>): Envelope => {
   const example =
     framing === "json"
       ? 'Send one JSON object: {"_tag":"Request","id":"1","tag":"<Rpc>","payload":{...},"headers":[]}.'
@@ -66,7 +71,7 @@ export const readEnvelope = (body: string, framing: Framing): Envelope => {
   if (framing === "json") {
     const parsed = parse(body)
     if (!parsed.ok) return { problem: `The request body is not valid JSON. ${example}` }
-    const problem = messageProblem(parsed.value)
+    const problem = messageProblem(parsed.value, tags)
     return problem === undefined ? { messages: [parsed.value] } : { problem: `The request body is not an RPC message: ${problem}. ${example}` }
   }
   if (!body.endsWith("\n")) return { problem: `The request body must end with a newline. ${example}` }
@@ -78,6 +83,6 @@ export const readEnvelope = (body: string, framing: Framing): Envelope => {
   }
   const parsed = parse(body.slice(0, -1))
   if (!parsed.ok) return { problem: `The request body is not valid JSON. ${example}` }
-  const problem = messageProblem(parsed.value)
+  const problem = messageProblem(parsed.value, tags)
   return problem === undefined ? { messages: [parsed.value] } : { problem: `The request body is not an RPC message: ${problem}. ${example}` }
 }

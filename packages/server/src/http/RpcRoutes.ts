@@ -67,4 +67,4 @@ export const RpcRoutes = Layer.effectDiscard(
     const tracing = !(Option.isSome(operator) && Option.isNone(operator.value.otlpEndpoint))
     yield* router.add("POST", rpcPath, yield* RpcExchange.make(ServedRpcs, { tracing, refusal: refusalOfCause }))
   })
-).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json", "rpc").layer]))
+).pipe(Layer.provide([Handlers, DbAuthentication, RpcSerialization.layerJson, dbGate("json", "rpc", [...ServedWire.requests.keys()]).layer]))

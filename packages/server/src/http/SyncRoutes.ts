@@ -76,5 +76,5 @@ const Handlers = ServedSyncRpcs.toLayer(
 /** The `/db/sync` route. Needs the `DataPlane`, `BearerGate` and `Limits`. */
 export const SyncRoutes = RpcServer.layer(ServedSyncRpcs, { disableFatalDefects: true }).pipe(
   Layer.provide([Handlers, DbAuthentication]),
-  Layer.provide(TransportLive.pipe(Layer.provide([RpcSerialization.layerNdjson, dbGate("ndjson").layer])))
+  Layer.provide(TransportLive.pipe(Layer.provide([RpcSerialization.layerNdjson, dbGate("ndjson", undefined, [...ServedSyncWire.requests.keys()]).layer])))
 )

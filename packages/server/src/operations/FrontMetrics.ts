@@ -3,6 +3,7 @@
  * by route and status, their latency, and the outcome of every `/db` RPC (ok, a public
  * error code, overloaded or defect). Labels never carry ids, tokens or payloads.
  */
+import { PublicErrorCodes } from "@cairn/domain/PublicError"
 import { Effect, Metric, MetricBoundaries, MetricKey, type MetricKeyType, MetricLabel, MetricState } from "effect"
 
 const requestsKey = MetricKey.counter("cairn_http_requests_total", {
@@ -64,6 +65,29 @@ export const recordRpc = (rpc: string, outcome: string): Effect.Effect<void> => 
   }
   return count
 }
+
+/** What `recordRpc` counts besides `ok` and the public codes: the refusals by tag, and a defect. */
+const rpcRefusalOutcomes = ["InsufficientScope", "Overloaded", "Unavailable", "defect"] as const
+
+/**
+ * The front's families at zero before any traffic, for `routes` (patterns) and `rpcs` (tags):
+ * a series born at its first event gives `rate()` nothing to rise from, so the first 5xx
+ * would never show. Requests by the statuses alerts watch (200 and the 5xx the front answers;
+ * others appear as they happen), latency by route, and every RPC outcome.
+ */
+export const atZero = (routes: ReadonlyArray<string>, rpcs: ReadonlyArray<string>): Effect.Effect<void> =>
+  Effect.all(
+    [
+      ...routes.flatMap((route) => [
+        ...["200", "500", "503"].map((status) => Metric.value(labelled(requestsKey, [["route", route], ["status", status]]))),
+        Metric.value(labelled(latencyKey, [["route", route]]))
+      ]),
+      ...rpcs.flatMap((rpc) =>
+        ["ok", ...PublicErrorCodes, ...rpcRefusalOutcomes].map((outcome) => Metric.value(labelled(rpcOutcomesKey, [["rpc", rpc], ["outcome", outcome]])))
+      )
+    ],
+    { discard: true }
+  )
 
 export interface MetricSample {
   readonly name: string

@@ -10,6 +10,7 @@ import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option, Runtime } from "effect"
 import { commonJs } from "../internal/commonJs.js"
+import * as MetricsAtZero from "./MetricsAtZero.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 
 const loadOtel = async () => ({
@@ -57,6 +58,8 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
           Effect.gen(function* () {
             // No timestamps and no `target_info`: the scrape is the metrics and their help text only.
             const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true })
+            // Every family in the first scrape, at zero: alerts on rate() need a sample before the first event.
+            yield* MetricsAtZero.atZero
             const effectProducer = yield* OtelMetrics.makeProducer
             // Only Cairn's own metrics: the runtime's `effect_fiber_*` are not part of the operator's contract.
             const producer: MetricProducer = {
