@@ -7,7 +7,7 @@
 import { copyFileSync, existsSync, mkdirSync, readdirSync } from "node:fs"
 import { join } from "node:path"
 import { Effect } from "effect"
-import { publish, sha256File, tempNameFor } from "./internal/files.js"
+import { ownedTempNameFor, publish, sha256File, sweepStaleTemps } from "./internal/files.js"
 
 const SHA256 = /^[0-9a-f]{64}$/
 
@@ -18,10 +18,11 @@ export const objectArea = (dataDir: string, databaseId: string): string => join(
 const copyMissing = (from: string, to: string): number => {
   if (!existsSync(from)) return 0
   mkdirSync(to, { recursive: true })
+  sweepStaleTemps(to)
   let copied = 0
   for (const name of readdirSync(from)) {
     if (!SHA256.test(name) || existsSync(join(to, name))) continue
-    const temp = tempNameFor(join(to, name))
+    const temp = ownedTempNameFor(join(to, name))
     copyFileSync(join(from, name), temp)
     if (sha256File(temp) !== name) throw new Error(`object ${name.slice(0, 12)}… does not match its sha256`)
     publish(temp, join(to, name))
