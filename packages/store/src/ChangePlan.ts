@@ -92,6 +92,8 @@ export interface PlannedChange extends Change {
   readonly lost?: number
   /** For a covered retype: the loss is accepted by a migration that names the field in its `discards`. */
   readonly discardedBy?: string
+  /** For a covered removal: the stored values (a field's non-null values, an entity's rows) it drops. */
+  readonly dropped?: number
   /** For `incompatible`: the migration that covers it, if any. */
   readonly coveredBy?: string
   /** Whether this change stops the catalog from being installed over this database. */
@@ -396,6 +398,16 @@ export const judge = (sql: SqlClient.SqlClient, installed: Representation, catal
     const counts = yield* scan(sql, catalog, changes, (c) => c.kind === "validate" || (c.covered === "narrow" && covering.get(c) !== undefined))
     // Covered retypes: every stored value is converted, or the loss is declared.
     const converted = yield* conversions(sql, installed, catalog, changes, coverage)
+    // Covered removals are accepted (naming the removed definition is explicit), and say what they drop.
+    const dropped = new Map<Change, number>()
+    for (const change of changes) {
+      if (change.kind !== "incompatible" || change.covered !== undefined || covering.get(change) === undefined) continue
+      const columns = (yield* sql.unsafe<{ readonly name: string }>(`SELECT name FROM pragma_table_info(?)`, [change.entity])).map((r) => r.name)
+      if (columns.length === 0 || (change.field !== undefined && !columns.includes(change.field))) continue
+      const where = change.field === undefined ? "" : ` WHERE ${Layout.quote(change.field)} IS NOT NULL`
+      const counted = yield* sql.unsafe<{ readonly n: number }>(`SELECT count(*) AS n FROM ${Layout.tableName(change.entity)}${where}`)
+      dropped.set(change, Number(counted[0]?.n ?? 0))
+    }
     return changes.map((change): PlannedChange => {
       if (change.kind === "validate") {
         const offending = counts.get(change) ?? 0
@@ -418,7 +430,8 @@ export const judge = (sql: SqlClient.SqlClient, installed: Representation, catal
           }
         }
         const offending = counts.get(change) ?? 0
-        return { ...change, coveredBy: migration, ...(change.covered ? { offending } : {}), refused: offending > 0 }
+        const gone = dropped.get(change)
+        return { ...change, coveredBy: migration, ...(change.covered ? { offending } : {}), ...(gone !== undefined ? { dropped: gone } : {}), refused: offending > 0 }
       }
       return { ...change, refused: false }
     })
@@ -451,7 +464,11 @@ export const describeChange = (change: PlannedChange): string => {
       }
       return change.refused
         ? `refused (incompatible): ${change.summary}; declare a migration that covers "${change.field === undefined ? change.entity : `${change.entity}.${change.field}`}"`
-        : `migrated: ${change.summary} (covered by migration "${change.coveredBy}")`
+        : `migrated: ${change.summary} (covered by migration "${change.coveredBy}")${
+            change.dropped !== undefined && change.dropped > 0
+              ? `: drops ${change.dropped} stored ${change.field === undefined ? (change.dropped === 1 ? "row" : "rows") : change.dropped === 1 ? "value" : "values"}`
+              : ""
+          }`
   }
 }
 

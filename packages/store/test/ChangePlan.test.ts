@@ -149,6 +149,9 @@ describe("the change plan over databases holding data", () => {
         // Counts only: no stored value ever appears in the plan.
         for (const value of ["Short", "A much longer", "Hi", '"x"', '"y"']) assert.notInclude(got.rendered, value, kind)
       }
+      // A covered removal is accepted, and says what it drops (A: one tagged note of two; B: one).
+      const removal = yield* verdicts(dataDir, rootWith({ title, done, count }, { migrations: [Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] })] }))
+      assert.strictEqual(removal.rendered.match(/migrated: field "Note\.tag" was removed \(or renamed\) \(covered by migration "drop-tag"\): drops 1 stored value$/gm)?.length, 2)
       const tightened = yield* verdicts(dataDir, rootWith({ title: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10)), done, count, tag: Schema.String }))
       assert.deepStrictEqual(tightened.problems, [
         `database ${idA}: refused (needs validation): field "Note.title" changed its constraints (maxLength 100 → 10): 1 stored row violates it`,
