@@ -3,7 +3,8 @@
 // serves two databases holding data; a changed version that would reinterpret them is refused
 // by `cairn check`, `cairn migrate plan` and `cairn serve` (before binding), each listing every
 // problem of every database with counts and no values; an additive version serves, and a
-// client's token and requests from before the change keep working.
+// client's token and requests from before the change keep working. A change of stored type whose
+// migration would drop stored values is refused by the plan until the migration converts every value.
 import { mkdtempSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
@@ -114,6 +115,86 @@ describe("catalog evolution over databases holding data", () => {
     expect(guarded._tag, JSON.stringify(guarded)).toBe("Success")
     const mutated = await rpc(base, globex, "Mutate", { ...create("again", 5, 3), ifCatalog: oldToken })
     expect(mutated._tag, JSON.stringify(mutated)).toBe("Success")
+    expect(await server.stop()).toBe(0)
+  }, 180_000)
+})
+
+/** A library at one stage: `isbn` is the Book's ISBN field's source; `migrations` the root schema's. */
+const booksApp = (isbn: string, migrations = "") => `
+import { Effect, Schema } from "effect"
+import { Entity, Migration, Operation, RootSchema } from "@cairn/catalog"
+import { Policy, Rule } from "@cairn/policy"
+import { Handlers } from "@cairn/store"
+
+const Book = Entity.make("Book", { description: "A book.", fields: { title: Schema.String, isbn: ${isbn} } })
+const BookAdd = Operation.make({
+  owner: Book, name: "add", description: "Add a book.", targeted: false,
+  input: Schema.Struct({ title: Schema.String, isbn: Schema.optional(Schema.String) }), output: Schema.Struct({ id: Schema.String })
+})
+const library = RootSchema.make("library", { entities: [Book], operations: [BookAdd], migrations: [${migrations}] })
+
+export const deployment = {
+  root: library,
+  policy: Policy.make({ entities: [Policy.entity("Book", { read: Rule.always })], operations: [Policy.operation(BookAdd)] }),
+  handlers: Handlers.make({ entities: [Book], operations: [BookAdd] }, {
+    "Book.add": ({ input, tx }) => Effect.map(tx.insert("Book", input as any), (id) => ({ id }))
+  } as any),
+  databases: [{ name: "libraries", schema: "library", keyClaim: "org" }]
+}
+`
+
+describe("a change of stored type over stored values", () => {
+  it("is refused while its migration would drop a stored value; converted values are counted by the plan and kept by apply", async () => {
+    const dir = appDirectory()
+    const write = (name: string, text: string) => {
+      const path = join(dir, name)
+      writeFileSync(path, text)
+      return path
+    }
+    const v1 = write("books1.ts", booksApp("Schema.optional(Schema.String)"))
+    const port = await freePort()
+    const dataDir = mkdtempSync(join(tmpdir(), "cairn-retype-data-"))
+    const env = { CAIRN_PORT: String(port), CAIRN_DATA_DIR: dataDir, CAIRN_DEV_ISSUER_URL: `http://127.0.0.1:${await freePort()}`, CAIRN_STAGE: "test" }
+    const base = `http://127.0.0.1:${port}`
+    let server = await serve(v1, env)
+    const token = (await cairn(["token", "--sub", "alice", "--org", "acme"], env)).stdout.trim()
+    const add = (input: Record<string, string>, n: number) =>
+      rpc(base, token, "Mutate", {
+        operation: { kind: "operation", owner: { kind: "entity", name: "Book" }, name: "add" },
+        input,
+        invocationId: `0192f000-0000-7000-8000-${String(n).padStart(12, "0")}`
+      })
+    expect((await add({ title: "Dune", isbn: "9780441569595" }, 1))._tag).toBe("Success")
+    expect((await add({ title: "Untitled draft" }, 2))._tag).toBe("Success")
+    expect(await server.stop()).toBe(0)
+
+    // isbn: string → number, covered by a migration that converts nothing: the stored ISBN would become null.
+    const lossy = write("books2.ts", booksApp("Schema.optional(Schema.Number)", `Migration.make({ name: "isbn-number", description: "ISBNs are numbers.", covers: ["Book.isbn"] })`))
+    const planned = await cairn(["migrate", "plan", "--app", lossy], env)
+    expect(planned.code).toBe(1)
+    expect(planned.stdout).toContain("REFUSED (1 problem)")
+    expect(planned.stdout).toContain(`refused (would lose data): field "Book.isbn" changed its stored type from text to real: 1 stored value would be lost`)
+    expect(planned.stdout + planned.stderr).not.toContain("9780441569595")
+
+    // With a conversion of every stored value: the plan counts it, apply keeps the value under its new type.
+    const converting = write(
+      "books3.ts",
+      booksApp(
+        "Schema.optional(Schema.Number)",
+        `Migration.make({ name: "isbn-number", description: "ISBNs are numbers.", covers: ["Book.isbn"], convert: { "Book.isbn": (v) => Number(v) } })`
+      )
+    )
+    const plan = await cairn(["migrate", "plan", "--app", converting], env)
+    expect(plan.code, plan.stderr).toBe(0)
+    expect(plan.stdout).toContain(`migrated: field "Book.isbn" changed its stored type from text to real (covered by migration "isbn-number"): 1 stored value converted`)
+    const applied = await cairn(["migrate", "apply", "--app", converting], env)
+    expect(applied.code, applied.stderr).toBe(0)
+    expect(applied.stdout).toContain("1 updated")
+    server = await serve(converting, env)
+    const rows = await rpc(base, token, "Query", {
+      query: { version: 1, from: { kind: "entity", name: "Book" }, select: { title: { path: ["title"] }, isbn: { path: ["isbn"] } }, order: [{ path: ["title"], direction: "asc" }] }
+    })
+    expect(rows.value.rows).toEqual([{ title: "Dune", isbn: 9780441569595 }, { title: "Untitled draft", isbn: null }])
     expect(await server.stop()).toBe(0)
   }, 180_000)
 })

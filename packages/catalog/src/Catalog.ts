@@ -411,10 +411,21 @@ export const compile = (root: RootSchema): Effect.Effect<Catalog, CatalogError> 
       if (m.name.trim() === "") problems.push(`migration: a migration needs a name`)
       if (migrationNames.has(m.name)) problems.push(`migration "${m.name}": duplicate name`)
       migrationNames.add(m.name)
+      const shape = (ref: string, fieldOnly: boolean) => {
+        const [entity, field, ...rest] = ref.split(".")
+        return rest.length === 0 && entity !== undefined && ENTITY_NAME.test(entity) && (field === undefined ? !fieldOnly : MEMBER_NAME.test(field))
+      }
       for (const covered of m.covers) {
-        const [entity, field, ...rest] = covered.split(".")
-        if (rest.length > 0 || entity === undefined || !ENTITY_NAME.test(entity) || (field !== undefined && !MEMBER_NAME.test(field))) {
-          problems.push(`migration "${m.name}": covers "${covered}", which is neither Entity nor Entity.field`)
+        if (!shape(covered, false)) problems.push(`migration "${m.name}": covers "${covered}", which is neither Entity nor Entity.field`)
+      }
+      for (const discarded of m.discards ?? []) {
+        if (!shape(discarded, false)) problems.push(`migration "${m.name}": discards "${discarded}", which is neither Entity nor Entity.field`)
+      }
+      for (const [converted, fn] of Object.entries(m.convert ?? {})) {
+        if (!shape(converted, true)) problems.push(`migration "${m.name}": converts "${converted}", which is not Entity.field`)
+        else if (typeof fn !== "function") problems.push(`migration "${m.name}": its conversion of "${converted}" is not a function`)
+        else if (!m.covers.some((c) => c === converted || c === converted.split(".")[0])) {
+          problems.push(`migration "${m.name}": converts "${converted}" but does not cover it; add it to covers`)
         }
       }
     }

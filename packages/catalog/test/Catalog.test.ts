@@ -1,6 +1,6 @@
 import { describe, expect, it } from "@effect/vitest"
 import { Effect, Schema } from "effect"
-import { Entity, Operation, RootSchema, Trait } from "@cairn/catalog"
+import { Entity, Migration, Operation, RootSchema, Trait } from "@cairn/catalog"
 import { Catalog, compile } from "@cairn/catalog/Catalog"
 import { CatalogError } from "@cairn/catalog/CatalogError"
 import { synthetic } from "@cairn/testkit/fixture/synthetic"
@@ -61,6 +61,23 @@ describe("Catalog.compile", () => {
       const problems = yield* problemsOf(RootSchema.make("app", { entities: [Child] }))
       expect(problems).toContain(`entity "Child": relationship "parent" targets unknown entity "Parent"`)
       expect(problems).toContain(`entity "Child": relationship "other" goes through unknown field "missingId"`)
+    }))
+
+  it.effect("reports a migration's conversion of a field it does not cover, and malformed discards", () =>
+    Effect.gen(function* () {
+      const Book = Entity.make("Book", { description: "A book.", fields: { isbn: Schema.optional(Schema.Number) } })
+      const migration = Migration.make({
+        name: "isbn",
+        description: "ISBNs are numbers.",
+        covers: ["Book.title"],
+        convert: { "Book.isbn": (v) => Number(v), Book: (v) => v },
+        discards: ["Book.isbn.x"]
+      })
+      expect(yield* problemsOf(RootSchema.make("app", { entities: [Book], migrations: [migration] }))).toEqual([
+        `migration "isbn": discards "Book.isbn.x", which is neither Entity nor Entity.field`,
+        `migration "isbn": converts "Book.isbn" but does not cover it; add it to covers`,
+        `migration "isbn": converts "Book", which is not Entity.field`
+      ])
     }))
 
   it.effect("reports an index over an unknown field", () =>

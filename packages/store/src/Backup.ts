@@ -11,7 +11,7 @@ import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
 import { Clock, Data, Effect, Option, Schema } from "effect"
-import { createOnce, fsyncFile, publish, sha256File, tempNameFor, writeAtomically } from "./internal/files.js"
+import { createOnce, fsyncFile, ownedTempNameFor, publish, sha256File, sweepStaleTemps, writeAtomically } from "./internal/files.js"
 import { commitsTable, installTable } from "./Log.js"
 import { backupObjects } from "./ObjectBackup.js"
 
@@ -122,7 +122,8 @@ export interface BackupOptions {
  * Backs up one database without stopping its writer: a `VACUUM INTO` snapshot on a
  * separate read-only connection, fsynced and renamed into place, then its manifest (the
  * position and install record read from the snapshot itself), also atomically. Answers
- * the manifest. An interrupted backup leaves at most a temp file or a file without a manifest.
+ * the manifest. A killed backup leaves at most a temp file (removed by the next backup into the
+ * same directory) or a file without a manifest (never used).
  */
 export const backupDatabase = Effect.fn("Backup.backupDatabase")(function* (options: BackupOptions) {
   const { databaseId } = options
@@ -130,7 +131,10 @@ export const backupDatabase = Effect.fn("Backup.backupDatabase")(function* (opti
   const source = databaseFile(options.dataDir, databaseId)
   if (!existsSync(source)) return yield* new BackupError({ databaseId, reason: `no database file at ${source}` })
   yield* Effect.try({ try: () => mkdirSync(options.to, { recursive: true }), catch: fail("cannot create the backup directory") })
-  const temp = `${tempNameFor(join(options.to, "x"))}.sqlite`
+  // What a killed backup left behind (its process gone) goes first; a running one's copy stays.
+  const swept = yield* Effect.try({ try: () => sweepStaleTemps(options.to), catch: fail("cannot clear the backup directory's stale temps") })
+  if (swept > 0) yield* Effect.logInfo("removed the temps of an interrupted backup").pipe(Effect.annotateLogs({ removed: swept }))
+  const temp = `${ownedTempNameFor(join(options.to, "x"))}.sqlite`
   const snapshot = Effect.gen(function* () {
     yield* Effect.scoped(
       Effect.gen(function* () {

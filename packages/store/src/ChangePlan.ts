@@ -10,7 +10,10 @@
  *   new required field. Accepted only when no stored row violates it, which a scan of the
  *   database counts (counts only, never values).
  * - `incompatible`: a changed stored type, a removed entity or field (a rename is a removal
- *   plus an addition), a narrowed union. Refused unless a declared migration covers it.
+ *   plus an addition), a narrowed union. Refused unless a declared migration covers it. A
+ *   covered change of stored type is also refused while any stored value would be lost: the
+ *   plan runs the migration's conversion over every stored value and counts what converts,
+ *   unless a migration names the field in its `discards`.
  *
  * Nothing here writes: `Install` applies an accepted plan inside its transaction.
  */
@@ -81,8 +84,16 @@ export interface Change {
 
 /** A change with its verdict for one database. */
 export interface PlannedChange extends Change {
-  /** For `validate`: how many stored rows violate the new definition. */
+  /** For `validate`: how many stored rows violate the new definition (a covered retype: rows left without a required value). */
   readonly offending?: number
+  /** For a covered retype: the stored values its migration's conversion turns into valid new values. */
+  readonly converted?: number
+  /** For a covered retype: the stored values that would be lost (no conversion, or one that fails). */
+  readonly lost?: number
+  /** For a covered retype: the loss is accepted by a migration that names the field in its `discards`. */
+  readonly discardedBy?: string
+  /** For a covered removal: the stored values (a field's non-null values, an entity's rows) it drops. */
+  readonly dropped?: number
   /** For `incompatible`: the migration that covers it, if any. */
   readonly coveredBy?: string
   /** Whether this change stops the catalog from being installed over this database. */
@@ -208,11 +219,110 @@ export const diff = (installed: Representation, catalog: Catalog): ReadonlyArray
 export interface Coverage {
   readonly migration: string
   readonly covers: ReadonlyArray<string>
+  /** Per retyped field (`Entity.field`): its stored value, old type → new type (see `@cairn/catalog/Migration`). */
+  readonly convert?: Readonly<Record<string, (stored: unknown) => unknown>>
+  /** Fields or entities whose stored values the migration knowingly drops. */
+  readonly discards?: ReadonlyArray<string>
 }
 
 const coveredBy = (change: Change, coverage: ReadonlyArray<Coverage>): string | undefined =>
   coverage.find((c) => c.covers.includes(change.entity) || (change.field !== undefined && c.covers.includes(`${change.entity}.${change.field}`)))
     ?.migration
+
+const conversionOf = (change: Change, coverage: ReadonlyArray<Coverage>) => {
+  const key = `${change.entity}.${change.field}`
+  for (const c of coverage) {
+    const fn = c.convert?.[key]
+    if (fn !== undefined) return { migration: c.migration, fn }
+  }
+  return undefined
+}
+
+const discardedBy = (change: Change, coverage: ReadonlyArray<Coverage>): string | undefined =>
+  coverage.find((c) => (c.discards ?? []).some((d) => d === change.entity || d === `${change.entity}.${change.field}`))?.migration
+
+/** A value as its old stored type held it, in plain JSON form (what a conversion receives). */
+const readStored = (was: StoredField, value: unknown): unknown => {
+  if (value === null || value === undefined) return null
+  if (was.column === "boolean") return value === 1 || value === 1n || value === true
+  if (typeof value === "bigint") return Number(value)
+  if (typeof value === "string" && was.schema !== undefined && (was.schema as { readonly type?: unknown }).type === "object") {
+    // A file reference (stored as JSON text).
+    try {
+      return JSON.parse(value) as unknown
+    } catch {
+      return value
+    }
+  }
+  return value
+}
+
+/** What a covered retype does to one table's stored values, and the new column values it writes. */
+export interface Conversion {
+  readonly change: Change
+  readonly field: CompiledField
+  /** Stored (non-null) values its conversion turns into valid values of the new type. */
+  readonly converted: number
+  /** Stored (non-null) values that would be lost. */
+  readonly lost: number
+  /** Rows left without a value though the new field is required. */
+  readonly missing: number
+  /** `[id, new stored value]` of every converted row. */
+  readonly values: ReadonlyArray<readonly [string, Layout.Stored]>
+}
+
+/**
+ * Runs every covered retype's conversion over the stored values (one read of the column per
+ * change): counts what converts and what would be lost. Values never leave this function but
+ * as the new column values install writes.
+ */
+export const conversions = (
+  sql: SqlClient.SqlClient,
+  installed: Representation,
+  catalog: Catalog,
+  changes: ReadonlyArray<Change>,
+  coverage: ReadonlyArray<Coverage>
+) =>
+  Effect.gen(function* () {
+    const out = new Map<Change, Conversion>()
+    for (const change of changes) {
+      if (change.covered !== "retype" || change.field === undefined || coveredBy(change, coverage) === undefined) continue
+      const field = catalog.entity(change.entity)!.field(change.field)!
+      const was = installed.entities.find((e) => e.name === change.entity)!.fields.find((f) => f.name === change.field)!
+      const present = (yield* sql.unsafe<{ readonly n: number }>(`SELECT count(*) AS n FROM pragma_table_info(?) WHERE name = ?`, [change.entity, was.name]))[0]
+      const rows = Number(present?.n ?? 0) > 0
+        ? yield* sql.unsafe<{ readonly id: string; readonly v: unknown }>(`SELECT "id" AS id, ${Layout.quote(was.name)} AS v FROM ${Layout.tableName(change.entity)}`)
+        : (yield* sql.unsafe<{ readonly id: string }>(`SELECT "id" AS id FROM ${Layout.tableName(change.entity)}`)).map((r) => ({ id: r.id, v: null }))
+      const conversion = conversionOf(change, coverage)
+      const isValid = validator(field.schema)
+      let converted = 0
+      let lost = 0
+      let missing = 0
+      const values: Array<readonly [string, Layout.Stored]> = []
+      for (const row of rows) {
+        const old = readStored(was, row.v)
+        let next: unknown = null
+        if (old !== null && conversion !== undefined) {
+          try {
+            next = conversion.fn(old)
+          } catch {
+            next = undefined
+          }
+          if (next === undefined || next === null || !isValid(next)) next = undefined
+        }
+        if (old !== null) {
+          if (next === undefined || next === null) lost++
+          else {
+            converted++
+            values.push([row.id, Layout.encodeValue(field, next)])
+          }
+        }
+        if ((next === undefined || next === null) && !field.nullable) missing++
+      }
+      out.set(change, { change, field, converted, lost, missing, values })
+    }
+    return out
+  })
 
 const transforms = (ast: SchemaAST.AST): boolean =>
   SchemaAST.isTransformation(ast) ||
@@ -284,8 +394,20 @@ export const judge = (sql: SqlClient.SqlClient, installed: Representation, catal
   Effect.gen(function* () {
     const changes = diff(installed, catalog)
     const covering = new Map(changes.flatMap((c) => (c.kind === "incompatible" ? [[c, coveredBy(c, coverage)] as const] : [])))
-    // Covered retypes and narrowings still need the stored rows to fit: counted by the same scan.
-    const counts = yield* scan(sql, catalog, changes, (c) => c.kind === "validate" || (c.covered !== undefined && covering.get(c) !== undefined))
+    // Covered narrowings still need the stored rows to fit: counted by the same scan.
+    const counts = yield* scan(sql, catalog, changes, (c) => c.kind === "validate" || (c.covered === "narrow" && covering.get(c) !== undefined))
+    // Covered retypes: every stored value is converted, or the loss is declared.
+    const converted = yield* conversions(sql, installed, catalog, changes, coverage)
+    // Covered removals are accepted (naming the removed definition is explicit), and say what they drop.
+    const dropped = new Map<Change, number>()
+    for (const change of changes) {
+      if (change.kind !== "incompatible" || change.covered !== undefined || covering.get(change) === undefined) continue
+      const columns = (yield* sql.unsafe<{ readonly name: string }>(`SELECT name FROM pragma_table_info(?)`, [change.entity])).map((r) => r.name)
+      if (columns.length === 0 || (change.field !== undefined && !columns.includes(change.field))) continue
+      const where = change.field === undefined ? "" : ` WHERE ${Layout.quote(change.field)} IS NOT NULL`
+      const counted = yield* sql.unsafe<{ readonly n: number }>(`SELECT count(*) AS n FROM ${Layout.tableName(change.entity)}${where}`)
+      dropped.set(change, Number(counted[0]?.n ?? 0))
+    }
     return changes.map((change): PlannedChange => {
       if (change.kind === "validate") {
         const offending = counts.get(change) ?? 0
@@ -294,8 +416,22 @@ export const judge = (sql: SqlClient.SqlClient, installed: Representation, catal
       if (change.kind === "incompatible") {
         const migration = covering.get(change)
         if (migration === undefined) return { ...change, refused: true }
+        const conversion = converted.get(change)
+        if (conversion !== undefined) {
+          const discarded = discardedBy(change, coverage)
+          return {
+            ...change,
+            coveredBy: migration,
+            offending: conversion.missing,
+            converted: conversion.converted,
+            lost: conversion.lost,
+            ...(discarded !== undefined ? { discardedBy: discarded } : {}),
+            refused: conversion.missing > 0 || (conversion.lost > 0 && discarded === undefined)
+          }
+        }
         const offending = counts.get(change) ?? 0
-        return { ...change, coveredBy: migration, ...(change.covered ? { offending } : {}), refused: offending > 0 }
+        const gone = dropped.get(change)
+        return { ...change, coveredBy: migration, ...(change.covered ? { offending } : {}), ...(gone !== undefined ? { dropped: gone } : {}), refused: offending > 0 }
       }
       return { ...change, refused: false }
     })
@@ -311,12 +447,28 @@ export const describeChange = (change: PlannedChange): string => {
         ? `refused (needs validation): ${change.summary}: ${change.offending} stored ${change.offending === 1 ? "row violates" : "rows violate"} it`
         : `validated: ${change.summary}: every stored row satisfies it`
     case "incompatible":
+      if (change.coveredBy !== undefined && change.lost !== undefined) {
+        const where = `"${change.entity}.${change.field}"`
+        const values = (n: number) => `${n} stored ${n === 1 ? "value" : "values"}`
+        const convertedPart = change.converted! > 0 ? `; ${values(change.converted!)} converted` : ""
+        if (change.offending! > 0) {
+          return `refused (migration "${change.coveredBy}" cannot cover it yet): ${change.summary}: ${change.offending} stored ${change.offending === 1 ? "row" : "rows"} would have no value for the required field${convertedPart} (convert every value, or make it optional first)`
+        }
+        if (change.lost! > 0 && change.discardedBy === undefined) {
+          return `refused (would lose data): ${change.summary}: ${values(change.lost!)} would be lost${convertedPart}; give a migration a conversion for ${where} (convert) that handles every stored value, or name ${where} in its discards to drop them knowingly`
+        }
+        return `migrated: ${change.summary} (covered by migration "${change.coveredBy}"): ${values(change.converted!)} converted${change.lost! > 0 ? `, ${values(change.lost!)} discarded as migration "${change.discardedBy}" declares` : ""}`
+      }
       if (change.coveredBy !== undefined && change.refused) {
         return `refused (migration "${change.coveredBy}" cannot cover it yet): ${change.summary}: ${change.offending} stored ${change.offending === 1 ? "row" : "rows"} would not fit (${change.covered === "retype" ? "a retyped required field starts empty; make it optional first" : "migrate them to an allowed value first"})`
       }
       return change.refused
         ? `refused (incompatible): ${change.summary}; declare a migration that covers "${change.field === undefined ? change.entity : `${change.entity}.${change.field}`}"`
-        : `migrated: ${change.summary} (covered by migration "${change.coveredBy}")`
+        : `migrated: ${change.summary} (covered by migration "${change.coveredBy}")${
+            change.dropped !== undefined && change.dropped > 0
+              ? `: drops ${change.dropped} stored ${change.field === undefined ? (change.dropped === 1 ? "row" : "rows") : change.dropped === 1 ? "value" : "values"}`
+              : ""
+          }`
   }
 }
 
@@ -325,7 +477,10 @@ export const describeChange = (change: PlannedChange): string => {
  * column definitions changed (nullability, literal set, a removed covered field, a new
  * required field) is rebuilt: SQLite cannot alter a column's constraints in place.
  */
-export const statements = (installed: Representation, catalog: Catalog): ReadonlyArray<string> => {
+/** The temp table a rebuild reads converted values from (see `Install`): `(entity, field, id, v)`. */
+export const convertedTable = "_cairn_converted"
+
+export const statements = (installed: Representation, catalog: Catalog, converted: ReadonlyArray<string> = []): ReadonlyArray<string> => {
   const out: Array<string> = []
   for (const old of installed.entities) {
     const entity = catalog.entity(old.name)
@@ -342,7 +497,16 @@ export const statements = (installed: Representation, catalog: Catalog): Readonl
       if (!entity.indexes.some((n) => n.name === ix.name)) out.push(`DROP INDEX IF EXISTS ${Layout.quote(ix.name)}`)
     }
     // A field whose stored type changed (a covered migration) starts empty: its old values cannot be read as the new type.
-    if (rebuild) out.push(...rebuildTable(entity, old.fields.filter((f) => entity.field(f.name)?.column === f.column).map((f) => f.name)))
+    // A converted one is filled from its conversion's values (`convertedTable`).
+    if (rebuild) {
+      out.push(
+        ...rebuildTable(
+          entity,
+          old.fields.filter((f) => entity.field(f.name)?.column === f.column).map((f) => f.name),
+          entity.fields.filter((f) => converted.includes(`${entity.name}.${f.name}`)).map((f) => f.name)
+        )
+      )
+    }
     else {
       for (const field of entity.fields) {
         if (!old.fields.some((f) => f.name === field.name)) {
@@ -359,13 +523,17 @@ export const statements = (installed: Representation, catalog: Catalog): Readonl
   return out
 }
 
-const rebuildTable = (entity: CompiledEntity, oldFields: ReadonlyArray<string>): ReadonlyArray<string> => {
+const rebuildTable = (entity: CompiledEntity, oldFields: ReadonlyArray<string>, convertedFields: ReadonlyArray<string>): ReadonlyArray<string> => {
   const temp = Layout.quote(`_cairn_rebuild_${entity.name}`)
   const kept = ["id", ...entity.fields.filter((f) => oldFields.includes(f.name)).map((f) => f.name)].map(Layout.quote)
+  const convertedFrom = (field: string) =>
+    `(SELECT c."v" FROM temp.${convertedTable} c WHERE c."entity" = '${entity.name.replace(/'/g, "''")}' AND c."field" = '${field.replace(/'/g, "''")}' AND c."id" = src."id")`
+  const columns = [...kept, ...convertedFields.map(Layout.quote)]
+  const sources = [...kept.map((c) => `src.${c}`), ...convertedFields.map(convertedFrom)]
   return [
     `DROP TABLE IF EXISTS ${temp}`,
     `CREATE TABLE ${temp} (${[`"id" TEXT PRIMARY KEY NOT NULL`, ...entity.fields.map(Layout.columnDefinition)].join(", ")}) STRICT, WITHOUT ROWID`,
-    `INSERT INTO ${temp} (${kept.join(", ")}) SELECT ${kept.join(", ")} FROM ${Layout.tableName(entity)}`,
+    `INSERT INTO ${temp} (${columns.join(", ")}) SELECT ${sources.join(", ")} FROM ${Layout.tableName(entity)} src`,
     `DROP TABLE ${Layout.tableName(entity)}`,
     `ALTER TABLE ${temp} RENAME TO ${Layout.tableName(entity)}`
   ]

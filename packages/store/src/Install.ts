@@ -50,7 +50,7 @@ export const readRecord = (sql: SqlClient.SqlClient) =>
 
 /** The declared migrations as the plan sees them: what each covers. */
 export const coverageOf = (catalog: Catalog): ReadonlyArray<ChangePlan.Coverage> =>
-  catalog.migrations.map((m) => ({ migration: m.name, covers: m.covers }))
+  catalog.migrations.map((m) => ({ migration: m.name, covers: m.covers, convert: m.convert ?? {}, discards: m.discards ?? [] }))
 
 /**
  * The plan of `catalog` over one database's install record: every change with its verdict.
@@ -133,7 +133,23 @@ export const install = (sql: SqlClient.SqlClient, catalog: Catalog, databaseId: 
         const plan = yield* planFor(sql, { root: current.root, representation: installed }, catalog)
         const problems = problemsOf(plan)
         if (problems.length > 0) return yield* new IncompatibleCatalog({ databaseId, problems })
-        for (const statement of ChangePlan.statements(installed, catalog)) yield* sql.unsafe(statement)
+        // Converted values are computed from the old columns before the tables are rebuilt, written after.
+        // Converted values are computed from the old columns before the tables are rebuilt, and read by the
+        // rebuild from a temp table (a required field is filled as its row is copied).
+        const converted = [...(yield* ChangePlan.conversions(sql, installed, catalog, plan, coverageOf(catalog))).values()]
+        const table = `temp.${ChangePlan.convertedTable}`
+        if (converted.length > 0) {
+          yield* sql.unsafe(`CREATE TEMP TABLE IF NOT EXISTS ${ChangePlan.convertedTable} ("entity" TEXT NOT NULL, "field" TEXT NOT NULL, "id" TEXT NOT NULL, "v", PRIMARY KEY ("entity", "field", "id"))`)
+          yield* sql.unsafe(`DELETE FROM ${table}`)
+          for (const conversion of converted) {
+            for (const [id, value] of conversion.values) {
+              yield* sql.unsafe(`INSERT INTO ${table} ("entity", "field", "id", "v") VALUES (?, ?, ?, ?)`, [conversion.change.entity, conversion.field.name, id, value])
+            }
+          }
+        }
+        const names = converted.map((c) => `${c.change.entity}.${c.field.name}`)
+        for (const statement of ChangePlan.statements(installed, catalog, names)) yield* sql.unsafe(statement)
+        if (converted.length > 0) yield* sql.unsafe(`DROP TABLE ${table}`)
         // A migration that only covers changes (no step) is applied by installing its catalog.
         const coveredOnly = catalog.migrations.filter((m) => m.step === undefined && !applied.includes(m.name)).map((m) => m.name)
         const updated = ChangePlan.representationOf(catalog, [...applied, ...coveredOnly])

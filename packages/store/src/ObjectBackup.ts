@@ -10,7 +10,7 @@ import { copyFileSync, createReadStream, createWriteStream, existsSync, mkdirSyn
 import { join } from "node:path"
 import { pipeline } from "node:stream/promises"
 import { Effect, Option, Stream } from "effect"
-import { publish, sha256File, tempNameFor } from "./internal/files.js"
+import { ownedTempNameFor, publish, sha256File, sweepStaleTemps } from "./internal/files.js"
 import { ObjectStore, ObjectStoreError, type ObjectStoreShape } from "./ObjectStore.js"
 
 const SHA256 = /^[0-9a-f]{64}$/
@@ -24,10 +24,11 @@ const damaged = (name: string) => new Error(`object ${name.slice(0, 12)}… does
 const copyMissing = (from: string, to: string): number => {
   if (!existsSync(from)) return 0
   mkdirSync(to, { recursive: true })
+  sweepStaleTemps(to)
   let copied = 0
   for (const name of readdirSync(from)) {
     if (!SHA256.test(name) || existsSync(join(to, name))) continue
-    const temp = tempNameFor(join(to, name))
+    const temp = ownedTempNameFor(join(to, name))
     copyFileSync(join(from, name), temp)
     if (sha256File(temp) !== name) throw damaged(name)
     publish(temp, join(to, name))
@@ -43,12 +44,15 @@ const copyMissing = (from: string, to: string): number => {
 const copyFromStore = (store: ObjectStoreShape, databaseId: string, to: string) =>
   Effect.gen(function* () {
     const blobs = yield* store.list(databaseId)
-    yield* Effect.try(() => mkdirSync(to, { recursive: true }))
+    yield* Effect.try(() => {
+      mkdirSync(to, { recursive: true })
+      sweepStaleTemps(to)
+    })
     let copied = 0
     for (const blob of blobs) {
       const target = join(to, blob.sha256)
       if (existsSync(target)) continue
-      const temp = tempNameFor(target)
+      const temp = ownedTempNameFor(target)
       const written = yield* Effect.acquireUseRelease(
         store.read(databaseId, blob.sha256),
         (body) => Effect.tryPromise({ try: () => pipeline(body, createWriteStream(temp)), catch: (cause) => new ObjectStoreError({ cause }) }),

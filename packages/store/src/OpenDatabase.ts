@@ -18,6 +18,7 @@ import * as Connection from "./internal/connection.js"
 import type * as Deadlines from "./internal/deadlines.js"
 import { damaged, fault, fileFault, identityOf, inspect } from "./internal/fileFaults.js"
 import { okPerTurn } from "./internal/okPerTurn.js"
+import { quickCheck } from "./internal/quickCheck.js"
 import { install, installIdOf } from "./Install.js"
 import { lastPosition } from "./Log.js"
 import * as Migrations from "./Migrations.js"
@@ -119,12 +120,18 @@ export interface OpenOptions {
 
 const readSpan = hotSpan("sql.query", { attributes: { "db.system": "sqlite" } })
 
-/** A registered file, once open: intact pages, its own install id, not behind its known position. */
-const verify = (id: DatabaseId, sql: SqlClient.SqlClient, registration: Registration) =>
+/**
+ * A registered file, once open: intact pages, its own install id, not behind its known position.
+ * The page check of a big file runs in a worker (see `quickCheck`): other databases' requests go on
+ * meanwhile, this one's wait for its activation.
+ */
+const verify = (id: DatabaseId, filename: string, sql: SqlClient.SqlClient, registration: Registration) =>
   Effect.gen(function* () {
     const registry = yield* Registry
-    const checked = yield* sql.unsafe<{ readonly quick_check: string }>("PRAGMA quick_check")
-    const problems = checked.map((r) => r.quick_check).filter((p) => p !== "ok")
+    const problems = yield* quickCheck(
+      filename,
+      Effect.map(sql.unsafe<{ readonly quick_check: string }>("PRAGMA quick_check"), (rows) => rows.map((r) => r.quick_check).filter((p) => p !== "ok"))
+    )
     if (problems.length > 0) return yield* fault(id, "corrupt", `quick_check: ${problems.slice(0, 3).join("; ")}`)
     const held = yield* installIdOf(sql)
     if (Option.isNone(held)) return yield* fault(id, "foreign", "its file has no install record")
@@ -178,7 +185,7 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
       // Verified before the catalog is installed: nothing is written to a file that is not this database's.
       connection = yield* opened.pipe(Effect.catchAllCause((cause) => damaged(id, cause)))
       sql = connection.sql
-      const position = yield* verify(id, sql, registration)
+      const position = yield* verify(id, filename, sql, registration)
       if (position > registration.position) yield* registry.advance(id, position)
       installId = registration.install_id
     } else {

@@ -15,7 +15,7 @@ import { canonicalJson } from "@cairn/catalog/Digest"
 import * as Backup from "./Backup.js"
 import { restoreObjects } from "./ObjectBackup.js"
 import { install } from "./Install.js"
-import { fsyncDirectory, fsyncFile, publish, sha256File, tempNameFor } from "./internal/files.js"
+import { fsyncDirectory, fsyncFile, ownedTempNameFor, publish, sha256File, sweepStaleTemps } from "./internal/files.js"
 import * as Layout from "./Layout.js"
 import { Registry } from "./Registry.js"
 import { StoreConfig } from "./StoreConfig.js"
@@ -47,7 +47,7 @@ export interface RestoreOptions {
 }
 
 export interface Restored {
-  /** The backup restored from. */
+  /** The backup restored from, its position and last commit time as read from its file. */
   readonly manifest: Backup.Manifest
   /** The restored file's last committed position. */
   readonly position: number
@@ -261,33 +261,49 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
       if (manifest.root !== catalog.name) {
         return yield* refuse(`the backup holds root schema "${manifest.root}", the deployment serves "${catalog.name}"`)
       }
-      const through = target ?? manifest.position
-      if (log && through > manifest.position) {
-        const head = yield* log.head
-        if (head < through) return yield* refuse(`the log reaches position ${head}, before the target ${through}`)
-        const watermark = yield* log.watermark
-        if (watermark > manifest.position) {
-          return yield* refuse(
-            `the change images of commits ${manifest.position + 1}..${Math.min(watermark, through)} were compacted away; restore to a position at most ${manifest.position}, or from a backup taken at or after position ${watermark}`
-          )
-        }
-        if (manifest.position > 0) {
-          const same = yield* log.invocationAt(manifest.position)
-          const backupHas = yield* Backup.invocationAt(chosen.path, manifest.position)
-          if (Option.isNone(same) || Option.getOrUndefined(backupHas) !== same.value.invocation_id) {
-            return yield* refuse(`the log's commit ${manifest.position} is not the backup's: they are of different histories`)
-          }
-        }
-      }
 
       // Built under a temp name in the destination's directory, renamed into place once complete.
+      // A killed restore's temps (its process gone) go first: the lock is held, nobody else writes here.
       yield* Effect.try({ try: () => mkdirSync(dirname(destination), { recursive: true }), catch: fault("cannot create the databases directory") })
-      const temp = `${tempNameFor(destination)}.sqlite`
+      yield* Effect.try({ try: () => sweepStaleTemps(dirname(destination)), catch: fault("cannot clear the databases directory's stale temps") })
+      const temp = `${ownedTempNameFor(destination)}.sqlite`
       yield* Effect.addFinalizer(() => Effect.sync(() => ["", "-wal", "-shm", "-journal"].forEach((s) => rmSync(temp + s, { force: true }))))
       yield* Effect.try({ try: () => copyFileSync(chosen.path, temp), catch: fault("cannot copy the backup") })
       const sha = yield* Effect.try({ try: () => sha256File(temp), catch: fault("cannot read the backup") })
       if (sha !== manifest.sha256) {
         return yield* refuse(`the backup file ${manifest.file} does not match its manifest (sha256 ${sha.slice(0, 12)}…, expected ${manifest.sha256.slice(0, 12)}…): it is partial or damaged`)
+      }
+      // The position is the file's, never the manifest's word: a manifest is plain text anyone can edit
+      // (its sha256 covers the file, not itself).
+      const held = yield* Backup.describeFile(temp).pipe(Effect.mapError(fault("the backup holds no install record")))
+      const from = held.position
+      if (from !== manifest.position) {
+        yield* Effect.logWarning("a backup's manifest disagrees with its file; the file's position is used").pipe(
+          Effect.annotateLogs({ database: databaseId, backup: manifest.file, manifest_position: manifest.position, file_position: from })
+        )
+        if (target !== undefined && from > target) {
+          return yield* refuse(
+            `the backup ${manifest.file} holds commits through position ${from}, though its manifest says ${manifest.position} (was it edited?); it is past the target ${target}: restore to a position of at least ${from}, or from an earlier backup`
+          )
+        }
+      }
+      const through = target ?? from
+      if (log && through > from) {
+        const head = yield* log.head
+        if (head < through) return yield* refuse(`the log reaches position ${head}, before the target ${through}`)
+        const watermark = yield* log.watermark
+        if (watermark > from) {
+          return yield* refuse(
+            `the change images of commits ${from + 1}..${Math.min(watermark, through)} were compacted away; restore to a position at most ${from}, or from a backup taken at or after position ${watermark}`
+          )
+        }
+        if (from > 0) {
+          const same = yield* log.invocationAt(from)
+          const backupHas = yield* Backup.invocationAt(temp, from)
+          if (Option.isNone(same) || Option.getOrUndefined(backupHas) !== same.value.invocation_id) {
+            return yield* refuse(`the log's commit ${from} is not the backup's: they are of different histories`)
+          }
+        }
       }
 
       const now = new Date(yield* Clock.currentTimeMillis).toISOString()
@@ -303,7 +319,7 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
               )
             )
           )
-          const n = log && through > manifest.position ? yield* sql.withTransaction(replay(sql, log, catalog, manifest.position, through, time)) : 0
+          const n = log && through > from ? yield* sql.withTransaction(replay(sql, log, catalog, from, through, time)) : 0
           yield* sql.unsafe("PRAGMA journal_mode = DELETE")
           return { n, installId }
         })
@@ -338,7 +354,8 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
       yield* Effect.logInfo("database restored").pipe(
         Effect.annotateLogs({ database: databaseId, backup: manifest.file, position: through, replayed: replayed.n })
       )
-      return { manifest, position: through, replayed: replayed.n, file: destination, replaced } satisfies Restored
+      // The backup as its file has it (an edited manifest's position is not repeated to the operator).
+      return { manifest: { ...manifest, position: from, committedAt: held.committedAt }, position: through, replayed: replayed.n, file: destination, replaced } satisfies Restored
     })
   ).pipe(
     Effect.provide(Reactivity.layer),

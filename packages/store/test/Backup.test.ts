@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { existsSync, readdirSync, rmSync, statSync, truncateSync } from "node:fs"
+import { existsSync, readdirSync, readFileSync, rmSync, statSync, truncateSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import BetterSqlite3 from "better-sqlite3"
 import { assert, describe, it } from "@effect/vitest"
@@ -296,6 +296,44 @@ describe("backup and restore", () => {
       assert.include(diverged, `the log's commit ${second.position} is not the backup's: they are of different histories`)
     }), { timeout: 120_000 })
 
+  it.scoped("an edited manifest's position is not trusted: restore reads the position from the backup file", () =>
+    Effect.gen(function* () {
+      const dataDir = yield* tempDir
+      const backups = yield* tempDir
+      const id = idOf(key)
+      const deploymentId = yield* Backup.deploymentIdOf(dataDir)
+      const catalog = yield* compiledNotes
+      const acks: Array<Ack> = []
+      const { manifest, live } = yield* Effect.gen(function* () {
+        yield* workload(0, 30, acks, [])
+        const manifest = yield* Backup.backupDatabase({ dataDir, deploymentId, databaseId: id, to: backups })
+        yield* workload(30, 10, acks, [])
+        return { manifest, live: (yield* contents(key)).commits }
+      }).pipe(Effect.provide(storeLayer({ dataDir })))
+      // The manifest claims ten commits fewer than its file holds (its sha256 covers the file, not itself).
+      const manifestPath = join(backups, manifest.file.replace(/\.sqlite$/, ".manifest.json"))
+      const edited = manifest.position - 10
+      writeFileSync(manifestPath, JSON.stringify({ ...JSON.parse(readFileSync(manifestPath, "utf8")), position: edited }, null, 2))
+      assert.strictEqual((yield* Backup.list(backups, id))[0]!.manifest.position, edited)
+
+      const fresh = yield* tempDir
+      const restored = yield* Restore.restore({ from: backups, dataDir: fresh, databaseId: id, deploymentId, catalog })
+      assert.strictEqual(restored.position, manifest.position)
+      assert.strictEqual(restored.manifest.position, manifest.position)
+      yield* checkRestored(fresh, key, live, acks, manifest.position)
+
+      // To the position the manifest claims: the file is past it, so it is refused, not restored as that position.
+      const past = yield* refusal(
+        Restore.restore({ from: backups, dataDir: yield* tempDir, databaseId: id, deploymentId, catalog, to: { position: edited }, log: Backup.databaseFile(dataDir, id) })
+      )
+      assert.include(past, `holds commits through position ${manifest.position}, though its manifest says ${edited}`)
+      // Beyond the file's position: replayed from where the file really ends.
+      const later = yield* Restore.restore({
+        from: backups, dataDir: yield* tempDir, databaseId: id, deploymentId, catalog, to: { position: manifest.position + 4 }, log: Backup.databaseFile(dataDir, id)
+      })
+      assert.strictEqual(later.replayed, 4)
+    }), { timeout: 60_000 })
+
   it.scoped("refuses to replay commits whose change images were compacted away", () =>
     Effect.gen(function* () {
       const dataDir = yield* tempDir
@@ -424,5 +462,11 @@ describe("backup and restore", () => {
       assert.strictEqual(after.integrity, "ok")
       assert.deepStrictEqual(after.state, before.state)
       assert.deepStrictEqual(after.commits, before.commits)
+
+      // The next backup into the directory removes what the killed one left (its process is gone).
+      const stale = temps()
+      assert.isAbove(stale.length, 0)
+      yield* Backup.backupDatabase({ dataDir, deploymentId, databaseId: id, to: backups })
+      assert.deepStrictEqual(readdirSync(backups).filter((n) => n.startsWith(".tmp-")), [])
     }), { timeout: 120_000 })
 })

@@ -39,7 +39,16 @@ const seed = (dataDir: string, root: RootSchema.RootSchema = notes) =>
     yield* mutate({ view, principal: principal("bob", keyB), request: request("Note", "create", { title: "Hi", tag: "y" }) })
   }).pipe(Effect.provide(storeLayer({ dataDir, root })))
 
-type Verdict = "accepted" | "validated-ok" | `validated-refused(${number})` | "refused" | "migrated" | `migration-refused(${number})`
+type Verdict =
+  | "accepted"
+  | "validated-ok"
+  | `validated-refused(${number})`
+  | "refused"
+  | "migrated"
+  | `migrated(${number} converted)`
+  | `migrated(${number} converted, ${number} discarded)`
+  | `migration-refused(${number})`
+  | `lost-refused(${number})`
 
 /** The verdict of the one non-index change of each database's plan. */
 const verdicts = (dataDir: string, root: RootSchema.RootSchema) =>
@@ -57,7 +66,15 @@ const verdicts = (dataDir: string, root: RootSchema.RootSchema) =>
               ? c.refused
                 ? `validated-refused(${c.offending!})`
                 : "validated-ok"
-              : c.coveredBy !== undefined
+              : c.coveredBy !== undefined && c.lost !== undefined
+                ? c.refused
+                  ? c.offending! > 0
+                    ? `migration-refused(${c.offending!})`
+                    : `lost-refused(${c.lost})`
+                  : c.lost > 0
+                    ? `migrated(${c.converted!} converted, ${c.lost} discarded)`
+                    : `migrated(${c.converted!} converted)`
+                : c.coveredBy !== undefined
                 ? c.refused
                   ? `migration-refused(${c.offending!})`
                   : "migrated"
@@ -84,10 +101,34 @@ describe("the change plan over databases holding data", () => {
         ["removed field", rootWith({ title, done, count }), ["refused"], ["refused"]],
         ["renamed field", rootWith({ title, done, count, label: tag }), ["refused", "accepted"], ["refused", "accepted"]],
         [
-          "changed stored type of an optional field, covered (its values are dropped)",
+          "changed stored type of an optional field, covered without a conversion: its stored values would be lost",
           rootWith({ title, done, count, tag: Schema.optional(Schema.Int) }, { migrations: [Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"] })] }),
-          ["migrated"],
-          ["migrated"]
+          ["lost-refused(1)"],
+          ["lost-refused(1)"]
+        ],
+        [
+          "changed stored type of an optional field, covered, its values discarded by name",
+          rootWith({ title, done, count, tag: Schema.optional(Schema.Int) }, { migrations: [Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"], discards: ["Note.tag"] })] }),
+          ["migrated(0 converted, 1 discarded)"],
+          ["migrated(0 converted, 1 discarded)"]
+        ],
+        [
+          "changed stored type of an optional field, covered with a conversion of every value",
+          rootWith({ title, done, count, tag: Schema.optional(Schema.Int) }, { migrations: [Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"], convert: { "Note.tag": (v) => String(v).length } })] }),
+          ["migrated(1 converted)"],
+          ["migrated(1 converted)"]
+        ],
+        [
+          "changed stored type of an optional field, covered with a conversion that fails for some values (or answers a value the new type rejects)",
+          rootWith({ title, done, count, tag: Schema.optional(Schema.Int) }, { migrations: [Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"], convert: { "Note.tag": (v) => (v === "x" ? 7 : "not a number") } })] }),
+          ["migrated(1 converted)"],
+          ["lost-refused(1)"]
+        ],
+        [
+          "changed stored type of a required field, covered with a conversion of every value",
+          rootWith({ title, done, count: Schema.String, tag }, { migrations: [Migration.make({ name: "retype-count", description: "Counts are text.", covers: ["Note"], convert: { "Note.count": (v) => `#${v}` } })] }),
+          ["migrated(2 converted)"],
+          ["migrated(1 converted)"]
         ],
         [
           "changed stored type of a required field, covered: every stored row would lose its value",
@@ -108,6 +149,9 @@ describe("the change plan over databases holding data", () => {
         // Counts only: no stored value ever appears in the plan.
         for (const value of ["Short", "A much longer", "Hi", '"x"', '"y"']) assert.notInclude(got.rendered, value, kind)
       }
+      // A covered removal is accepted, and says what it drops (A: one tagged note of two; B: one).
+      const removal = yield* verdicts(dataDir, rootWith({ title, done, count }, { migrations: [Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] })] }))
+      assert.strictEqual(removal.rendered.match(/migrated: field "Note\.tag" was removed \(or renamed\) \(covered by migration "drop-tag"\): drops 1 stored value$/gm)?.length, 2)
       const tightened = yield* verdicts(dataDir, rootWith({ title: Schema.String.pipe(Schema.minLength(1), Schema.maxLength(10)), done, count, tag: Schema.String }))
       assert.deepStrictEqual(tightened.problems, [
         `database ${idA}: refused (needs validation): field "Note.title" changed its constraints (maxLength 100 → 10): 1 stored row violates it`,
@@ -154,15 +198,30 @@ describe("the change plan over databases holding data", () => {
       assert.deepStrictEqual(rows.map((r) => Object.keys(r).sort()), [["count", "done", "id", "title"], ["count", "done", "id", "title"]])
       assert.deepStrictEqual((yield* verdicts(dataDir, dropped)).A, [])
 
-      // A covered retype of an optional field: the column is rebuilt under its new type, empty.
-      const retyped = rootWith(
+      // A covered retype without a conversion would null B's stored tag: refused, B untouched.
+      const lossy = rootWith(
         { title, done, count, tag: Schema.optional(Schema.Int) },
         { migrations: [Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] }), Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag"] })] }
       )
+      const refusedB = yield* Effect.either(Effect.scoped(activate(keyB))).pipe(Effect.provide(storeLayer({ dataDir, root: lossy })))
+      assert.isTrue(refusedB._tag === "Left")
+      assert.include(String((refusedB as any).left.message), `refused (would lose data): field "Note.tag" changed its stored type from text to integer: 1 stored value would be lost`)
+      // With a conversion: the column is rebuilt under its new type, holding the converted values; a
+      // required retyped field is filled as its rows are copied.
+      const retyped = rootWith(
+        { title, done, count: Schema.String, tag: Schema.optional(Schema.Int) },
+        {
+          migrations: [
+            Migration.make({ name: "drop-tag", description: "Tags are gone.", covers: ["Note.tag"] }),
+            Migration.make({ name: "retype-tag", description: "Tags are numbers.", covers: ["Note.tag", "Note.count"], convert: { "Note.tag": (v) => String(v).length + 40, "Note.count": (v) => `#${v}` } })
+          ]
+        }
+      )
       const afterRetype = yield* Effect.scoped(
-        Effect.flatMap(activate(keyB), (db) => db.reader.unsafe<Record<string, unknown>>(`SELECT title, tag, (SELECT sql FROM sqlite_schema WHERE name = 'Note') AS ddl FROM "Note"`))
+        Effect.flatMap(activate(keyB), (db) => db.reader.unsafe<Record<string, unknown>>(`SELECT title, tag, count, (SELECT sql FROM sqlite_schema WHERE name = 'Note') AS ddl FROM "Note"`))
       ).pipe(Effect.orDie, Effect.provide(storeLayer({ dataDir, root: retyped })))
-      assert.deepStrictEqual(afterRetype.map((r) => [r.title, r.tag]), [["Hi", null]])
+      assert.deepStrictEqual(afterRetype.map((r) => [r.title, r.tag, r.count]), [["Hi", 41, "#0"]])
       assert.match(String(afterRetype[0]!.ddl), /"tag" INTEGER/)
+      assert.match(String(afterRetype[0]!.ddl), /"count" TEXT NOT NULL/)
     }))
 })

@@ -3,7 +3,7 @@
  * rename survives power loss), sha256 of a file, and writes that appear whole or not at all.
  */
 import { createHash, randomUUID } from "node:crypto"
-import { closeSync, fsyncSync, linkSync, openSync, readSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { closeSync, existsSync, fsyncSync, linkSync, openSync, readdirSync, readSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 
 export const fsyncFile = (path: string): void => {
@@ -43,6 +43,40 @@ export const sha256File = (path: string): string => {
 
 /** A temp name next to `path`, never matched as a backup or database file. */
 export const tempNameFor = (path: string): string => join(dirname(path), `.tmp-${randomUUID()}`)
+
+/**
+ * A temp name next to `path` that names its owner (this process): a process killed mid-copy
+ * leaves it behind, and `sweepStaleTemps` later knows it is nobody's.
+ */
+export const ownedTempNameFor = (path: string): string => join(dirname(path), `.tmp-${process.pid}-${randomUUID()}`)
+
+const alive = (pid: number): boolean => {
+  if (pid === process.pid) return true
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch (error) {
+    // EPERM: it exists, under another user.
+    return (error as NodeJS.ErrnoException).code === "EPERM"
+  }
+}
+
+/**
+ * Removes the temps of `directory` (from `ownedTempNameFor`, with any SQLite suffix) whose
+ * process is gone: what a killed backup or restore left behind. Answers how many it removed;
+ * another live process's temps are left alone.
+ */
+export const sweepStaleTemps = (directory: string): number => {
+  if (!existsSync(directory)) return 0
+  let removed = 0
+  for (const name of readdirSync(directory)) {
+    const owner = /^\.tmp-(\d+)-[0-9a-f-]{36}/.exec(name)
+    if (owner === null || alive(Number(owner[1]))) continue
+    rmSync(join(directory, name), { force: true })
+    removed++
+  }
+  return removed
+}
 
 /** Renames `from` onto `to` durably: the file's bytes first, then the directory entry. */
 export const publish = (from: string, to: string): void => {
