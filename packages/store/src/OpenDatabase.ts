@@ -256,7 +256,10 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     })
     // The activation's one-time statements (install, verification, migrations) are not kept prepared.
     connection.raw.forget()
-    const compact = Compaction.compact(writer, config.retainedCommits).pipe(
+    const compact = Compaction.compact(writer, config.retainedCommits, {
+      receipts: config.receiptRetention,
+      commits: config.commitRetention
+    }).pipe(
       Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
     )
     // Armed on the store's compaction queue, each run forked in this scope, the next armed once
