@@ -228,7 +228,8 @@ export const pruneChunk = 2000
 
 /**
  * One turn of history pruning, inside a write transaction: deletes at most `pruneChunk` receipts of
- * invocation ids below `receiptsBefore` (an `invocationPrefix`) and at most `pruneChunk` commit headers
+ * invocation ids below `receiptsBefore` (an `invocationPrefix`) decided at or below the compaction
+ * watermark (a point-in-time restore replays the log above it, receipts included), and at most `pruneChunk` commit headers
  * at or below the compaction watermark (their change payload already gone, so sync never reads them)
  * committed before `commitsBefore` (an ISO instant). The horizon is raised to `receiptsBefore` first,
  * in the same transaction: an id below it is refused from then on, whatever is still to prune. The
@@ -238,11 +239,12 @@ export const prune = (sql: SqlClient.SqlClient, receiptsBefore: string, commitsB
   Effect.gen(function* () {
     const current = yield* retention(sql)
     const horizon = receiptsBefore > current.receiptHorizon ? receiptsBefore : current.receiptHorizon
-    const receipts = yield* sql.unsafe<{ readonly n: number }>(
-      `DELETE FROM ${receiptsTable} WHERE invocation_id IN (SELECT invocation_id FROM ${receiptsTable} WHERE invocation_id < ? AND json_extract(receipt, '$.operation.owner.name') IS NOT '${internalOwner}' LIMIT ${pruneChunk}) RETURNING 1 AS n`,
-      [horizon]
-    )
     const mark = yield* watermark(sql)
+    // Only decisions at or below the watermark: a restore replays the log above it with its receipts.
+    const receipts = yield* sql.unsafe<{ readonly n: number }>(
+      `DELETE FROM ${receiptsTable} WHERE invocation_id IN (SELECT invocation_id FROM ${receiptsTable} WHERE invocation_id < ? AND position <= ? AND json_extract(receipt, '$.operation.owner.name') IS NOT '${internalOwner}' LIMIT ${pruneChunk}) RETURNING 1 AS n`,
+      [horizon, mark]
+    )
     const head = yield* lastPosition(sql)
     // Commit headers go in position order, up to the last one old enough (never the last commit).
     const upTo = Math.min(mark, head - 1, current.commitsPrunedThrough + pruneChunk)
