@@ -68,6 +68,14 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
     const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
     return `Database ${this.databaseId} could not be activated: ${reason}`
   }
+  /**
+   * What the caller may be told, when the refusal is the deployment's rule rather than a failure (the
+   * database limit); undefined otherwise (a failure is logged and answered by reference).
+   */
+  get publicMessage(): string | undefined {
+    const cause = this.cause as { readonly _tag?: unknown; readonly publicMessage?: unknown } | undefined
+    return cause?._tag === "DatabaseLimitReached" && typeof cause.publicMessage === "string" ? cause.publicMessage : undefined
+  }
 }
 
 /** Hot-path spans, made only when a tracer is configured (see `@cairn/domain/HotSpan`). */
@@ -210,6 +218,14 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           Effect.provideService(Reactivity.Reactivity, reactivity),
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
+            if (Option.isSome(failure) && failure.value._tag === "DatabaseLimitReached") {
+              // The operator's limit, not a failure: one warning, nothing created, nothing counted as a fault.
+              const error = failure.value
+              return Effect.zipRight(
+                Effect.logWarning("database limit reached; a new database was refused", error.message).pipe(Effect.annotateLogs({ database: id })),
+                Effect.fail(new ActivationError({ databaseId: id, cause: error }))
+              )
+            }
             if (Option.isSome(failure) && failure.value instanceof StorageFault) {
               const error = failure.value
               return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))

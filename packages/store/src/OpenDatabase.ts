@@ -162,9 +162,14 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     let trusted = true
     if (Option.isSome(session)) yield* Effect.addFinalizer(() => (trusted ? Effect.flatMap(position, session.value.closed) : Effect.void))
     const registered = yield* registry.lookup(id)
+    // A new database takes a place under the deployment's limit before anything of it is created.
+    let release = () => {}
     if (Option.isSome(registered)) yield* inspect(id, filename)
-    // A database never registered is created here (its directory too, if it was removed).
-    else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+    else {
+      release = yield* registry.reserve(config.maxDatabases)
+      // A database never registered is created here (its directory too, if it was removed).
+      yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+    }
     const opened = Effect.gen(function* () {
       const connection = yield* Connection.open({ filename, cacheKib: config.sqliteCacheKib })
       yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
@@ -199,6 +204,7 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     if (Option.isNone(registered)) {
       // Durable before the database is handed out, so before its first commit is acknowledged.
       yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
+      release()
     }
     if (Option.isSome(session)) {
       const raw = connection.raw

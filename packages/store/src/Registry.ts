@@ -9,7 +9,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlError, SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Clock, Data, Effect, Option, Schema } from "effect"
+import { Clock, Data, Effect, Option, Schema, type Scope } from "effect"
 import { StoreConfig } from "./StoreConfig.js"
 
 /** Startup failure: another process (or another assembly in this one) holds the data directory. */
@@ -19,6 +19,22 @@ export class DataDirectoryLocked extends Data.TaggedError("DataDirectoryLocked")
 }> {
   override get message(): string {
     return `another Cairn process is using ${this.directory} (its registry.sqlite is locked); stop it, or give this one another CAIRN_DATA_DIR`
+  }
+}
+
+/**
+ * A new database refused: the deployment holds `CAIRN_MAX_DATABASES` already. Nothing was created
+ * (no file, no registration); the databases that exist are untouched.
+ */
+export class DatabaseLimitReached extends Data.TaggedError("DatabaseLimitReached")<{
+  readonly limit: number
+}> {
+  override get message(): string {
+    return `this deployment holds ${this.limit} databases, its limit (CAIRN_MAX_DATABASES): a new one was refused, nothing was created; raise the setting if the machine has room`
+  }
+  /** What the caller is told (no number, no setting: those are the operator's). */
+  get publicMessage(): string {
+    return "This deployment cannot create another database now (its operator's limit is reached), so your request was not served and nothing was stored. Ask the operator to raise the limit; retrying does not help until then."
   }
 }
 
@@ -111,6 +127,32 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
         sql`INSERT INTO ${sql(table)} ${sql.insert(row)} ON CONFLICT (id) DO UPDATE SET install_id = excluded.install_id, position = excluded.position, updated_at = excluded.updated_at`
     })
 
+    /** Databases registered, and new ones being created now (see `reserve`). */
+    const counted = yield* Effect.orDie(sql<{ readonly n: number }>`SELECT count(*) AS n FROM ${sql(table)}`)
+    let registered = Number(counted[0]?.n ?? 0)
+    let reserved = 0
+
+    /**
+     * A place for one new database under `limit` (registered ones and those being created count), or
+     * `DatabaseLimitReached`. Answers its release, to call once the database is registered (or given up);
+     * the scope releases it too, at the latest. Synchronous: two creations never both take the last place.
+     */
+    const reserve = (limit: number): Effect.Effect<() => void, DatabaseLimitReached, Scope.Scope> =>
+      Effect.flatMap(
+        Effect.suspend(() => {
+          if (registered + reserved >= limit) return Effect.fail(new DatabaseLimitReached({ limit }))
+          reserved += 1
+          let held = true
+          return Effect.succeed(() => {
+            if (held) {
+              held = false
+              reserved -= 1
+            }
+          })
+        }),
+        (release) => Effect.as(Effect.addFinalizer(() => Effect.sync(release)), release)
+      )
+
     /** The registered database `id`, if this deployment created it. */
     const lookup = (id: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findById(id))
 
@@ -119,7 +161,10 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
 
     /** Registers a new database durably (synchronous FULL) before its first commit can be acknowledged. */
     const register = (entry: Registration): Effect.Effect<void> =>
-      Effect.flatMap(now, (updated_at) => sql.withTransaction(insert({ ...entry, updated_at }))).pipe(Effect.orDie)
+      Effect.flatMap(now, (updated_at) => sql.withTransaction(insert({ ...entry, updated_at }))).pipe(
+        Effect.orDie,
+        Effect.tap(() => Effect.sync(() => (registered += 1)))
+      )
 
     /** Raises the last known committed position of `id` (never lowers it). */
     const advance = (id: string, position: number): Effect.Effect<void> =>
@@ -132,6 +177,6 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     const restored = (entry: Registration): Effect.Effect<void> =>
       Effect.flatMap(now, (updated_at) => sql.withTransaction(replace({ ...entry, updated_at }))).pipe(Effect.orDie)
 
-    return { directory, lookup, owner, register, advance, restored } as const
+    return { directory, lookup, owner, register, advance, restored, reserve } as const
   })
 }) {}
