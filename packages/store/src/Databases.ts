@@ -45,6 +45,7 @@ import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { Archive } from "./Archive.js"
 import { type Database } from "./Database.js"
+import * as DataDirectory from "./DataDirectory.js"
 import * as Deadlines from "./internal/deadlines.js"
 import { fault } from "./internal/fileFaults.js"
 import * as OpenDatabase from "./OpenDatabase.js"
@@ -128,6 +129,8 @@ const isActive = (entry: OpenDatabase.OpenDatabase): entry is Active => entry.ac
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
     const config = yield* StoreConfig
+    // Before any database opens: a used data directory whose registry was lost refuses to start.
+    yield* DataDirectory.verify
     const { authoritative } = yield* Archive
     const reactivity = yield* Reactivity.make
     const directory = join(config.dataDir, "databases")

@@ -268,3 +268,17 @@ export const prune = (sql: SqlClient.SqlClient, receiptsBefore: string, commitsB
     )
     return { receipts: receipts.length, commits, horizon }
   })
+
+/** The identity of the data directory this file was stamped by (see `DataDirectory`), if any. */
+export const directoryOf = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly d: string }>(`SELECT directory_id AS d FROM ${directoryTable} WHERE id = 1`),
+    (rows): string | undefined => rows[0]?.d
+  )
+
+/** Stamps the file with the data directory's identity (replacing another: the registry vouched for the file). */
+export const stampDirectory = (sql: SqlClient.SqlClient, directoryId: string) =>
+  sql.unsafe(
+    `INSERT INTO ${directoryTable} (id, directory_id) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id`,
+    [directoryId]
+  )

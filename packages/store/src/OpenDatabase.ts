@@ -19,7 +19,7 @@ import type * as Deadlines from "./internal/deadlines.js"
 import { damaged, fault, fileFault, identityOf, inspect } from "./internal/fileFaults.js"
 import { okPerTurn } from "./internal/okPerTurn.js"
 import { install, installIdOf } from "./Install.js"
-import { lastPosition } from "./Log.js"
+import { directoryOf, lastPosition, stampDirectory } from "./Log.js"
 import * as Migrations from "./Migrations.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
@@ -198,9 +198,19 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
           return yield* fault(id, "foreign", `its file holds the install id of database ${owner.value.id}`)
         }
       }
+      // Nor a file another data directory made (its registry lost, or copied in): its tenants' history is not this one's.
+      const directoryId = yield* registry.directoryId
+      const stamped = yield* directoryOf(sql).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
+      if (stamped !== undefined && directoryId !== undefined && stamped !== directoryId && !archive.authoritative) {
+        return yield* fault(id, "foreign", "its file was made by another data directory, and this one never registered it")
+      }
       installId = Option.getOrElse(held, () => crypto.randomUUID())
     }
     const installed = yield* install(sql, operations.catalog, id, now, installId)
+    // The file carries the data directory's identity (a registered file is vouched for by its install id,
+    // and stamped anew: a restore from another machine's backup).
+    const directoryId = yield* registry.directoryId
+    if (directoryId !== undefined && (yield* directoryOf(sql)) !== directoryId) yield* stampDirectory(sql, directoryId)
     if (Option.isNone(registered)) {
       // Durable before the database is handed out, so before its first commit is acknowledged.
       yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })

@@ -59,6 +59,12 @@ const ddl = [
     position INTEGER NOT NULL,
     updated_at TEXT NOT NULL
   ) STRICT, WITHOUT ROWID`,
+  // The data directory's identity (see `DataDirectory`), also in its identity file and in every database file.
+  `CREATE TABLE IF NOT EXISTS cairn_directory (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    directory_id TEXT NOT NULL,
+    created_at TEXT NOT NULL
+  ) STRICT`,
   // The process holding the directory, for the operator (the lock itself is SQLite's).
   `CREATE TABLE IF NOT EXISTS cairn_holder (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -153,6 +159,19 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
         (release) => Effect.as(Effect.addFinalizer(() => Effect.sync(release)), release)
       )
 
+    const identity = yield* Effect.orDie(sql<{ readonly directory_id: string }>`SELECT directory_id FROM cairn_directory WHERE id = 1`)
+    let directoryId: string | undefined = identity[0]?.directory_id
+
+    /** Records the data directory's identity (durably, before its identity file is written: see `DataDirectory`). */
+    const identify = (id: string): Effect.Effect<void> =>
+      Effect.flatMap(now, (created_at) =>
+        sql`INSERT INTO cairn_directory ${sql.insert({ id: 1, directory_id: id, created_at })}
+          ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id`
+      ).pipe(
+        Effect.orDie,
+        Effect.tap(() => Effect.sync(() => (directoryId = id)))
+      )
+
     /** The registered database `id`, if this deployment created it. */
     const lookup = (id: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findById(id))
 
@@ -177,6 +196,19 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     const restored = (entry: Registration): Effect.Effect<void> =>
       Effect.flatMap(now, (updated_at) => sql.withTransaction(replace({ ...entry, updated_at }))).pipe(Effect.orDie)
 
-    return { directory, lookup, owner, register, advance, restored, reserve } as const
+    return {
+      directory,
+      lookup,
+      owner,
+      register,
+      advance,
+      restored,
+      reserve,
+      identify,
+      /** The data directory's identity, once recorded (an older registry has none until `DataDirectory` runs). */
+      directoryId: Effect.sync(() => directoryId),
+      /** Databases registered. */
+      registered: Effect.sync(() => registered)
+    } as const
   })
 }) {}
