@@ -78,17 +78,20 @@ export const verify: Effect.Effect<string, DataDirectoryRefused, Registry | Stor
     yield* Effect.orDie(Effect.try(() => writeIdentity(directory, id)))
     return id
   }
-  if (recorded === file) return file
+  // The same registry, unless emptied of its databases (its identity kept): that is a lost one too.
+  const emptied = recorded === file && (yield* registry.registered) === 0 && (yield* registry.registeredEver) > 0
+  if (recorded === file && !emptied) return file
   if (recorded === undefined && (yield* registry.registered) > 0) {
     // A registry rebuilt by `cairn restore` (it registers what it restores): this directory's again.
     yield* registry.identify(file)
     return file
   }
-  const refused = new DataDirectoryRefused({ directory, reason: recorded === undefined ? "registry_lost" : "registry_foreign" })
+  const refused = new DataDirectoryRefused({ directory, reason: recorded === undefined || emptied ? "registry_lost" : "registry_foreign" })
   if (!acceptLostRegistry) return yield* refused
   yield* Effect.logWarning("starting on a data directory whose registry was lost, as CAIRN_ACCEPT_LOST_REGISTRY says", refused.message)
   const id = recorded ?? file
-  if (recorded === undefined) yield* registry.identify(id)
-  else yield* Effect.orDie(Effect.try(() => writeIdentity(directory, id)))
+  // Recorded anew (the databases there now are all it had), then the file.
+  yield* registry.identify(id)
+  if (id !== file) yield* Effect.orDie(Effect.try(() => writeIdentity(directory, id)))
   return id
 })

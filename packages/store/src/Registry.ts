@@ -63,7 +63,9 @@ const ddl = [
   `CREATE TABLE IF NOT EXISTS cairn_directory (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     directory_id TEXT NOT NULL,
-    created_at TEXT NOT NULL
+    created_at TEXT NOT NULL,
+    -- Databases ever registered: a registry emptied of its rows (identity kept) is still a lost one.
+    registered_ever INTEGER NOT NULL DEFAULT 0
   ) STRICT`,
   // The process holding the directory, for the operator (the lock itself is SQLite's).
   `CREATE TABLE IF NOT EXISTS cairn_holder (
@@ -159,14 +161,21 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
         (release) => Effect.as(Effect.addFinalizer(() => Effect.sync(release)), release)
       )
 
-    const identity = yield* Effect.orDie(sql<{ readonly directory_id: string }>`SELECT directory_id FROM cairn_directory WHERE id = 1`)
+    const identity = yield* Effect.orDie(
+      sql<{ readonly directory_id: string; readonly registered_ever: number }>`SELECT directory_id, registered_ever FROM cairn_directory WHERE id = 1`
+    )
     let directoryId: string | undefined = identity[0]?.directory_id
+    const registeredEver = Number(identity[0]?.registered_ever ?? 0)
 
-    /** Records the data directory's identity (durably, before its identity file is written: see `DataDirectory`). */
+    /**
+     * Records the data directory's identity (durably, before its identity file is written: see
+     * `DataDirectory`), counting the databases registered now as the ones it ever had.
+     */
     const identify = (id: string): Effect.Effect<void> =>
       Effect.flatMap(now, (created_at) =>
-        sql`INSERT INTO cairn_directory ${sql.insert({ id: 1, directory_id: id, created_at })}
-          ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id`
+        sql`INSERT INTO cairn_directory (id, directory_id, created_at, registered_ever)
+          VALUES (1, ${id}, ${created_at}, (SELECT count(*) FROM ${sql(table)}))
+          ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id, registered_ever = excluded.registered_ever`
       ).pipe(
         Effect.orDie,
         Effect.tap(() => Effect.sync(() => (directoryId = id)))
@@ -180,7 +189,11 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
 
     /** Registers a new database durably (synchronous FULL) before its first commit can be acknowledged. */
     const register = (entry: Registration): Effect.Effect<void> =>
-      Effect.flatMap(now, (updated_at) => sql.withTransaction(insert({ ...entry, updated_at }))).pipe(
+      Effect.flatMap(now, (updated_at) =>
+        sql.withTransaction(
+          Effect.zipRight(insert({ ...entry, updated_at }), sql`UPDATE cairn_directory SET registered_ever = registered_ever + 1 WHERE id = 1`)
+        )
+      ).pipe(
         Effect.orDie,
         Effect.tap(() => Effect.sync(() => (registered += 1)))
       )
@@ -208,7 +221,9 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
       /** The data directory's identity, once recorded (an older registry has none until `DataDirectory` runs). */
       directoryId: Effect.sync(() => directoryId),
       /** Databases registered. */
-      registered: Effect.sync(() => registered)
+      registered: Effect.sync(() => registered),
+      /** Databases ever registered since the identity was recorded, as this process started. */
+      registeredEver: Effect.succeed(registeredEver)
     } as const
   })
 }) {}

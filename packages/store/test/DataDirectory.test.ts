@@ -1,6 +1,7 @@
 import { copyFileSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { assert, describe, it } from "@effect/vitest"
+import Database from "better-sqlite3"
 import { Cause, Effect, Exit, Layer, Option } from "effect"
 import { DatabaseKey } from "@cairn/domain/Ids"
 import { ActivationError, databaseId } from "@cairn/store/Databases"
@@ -50,10 +51,18 @@ describe("DataDirectory", () => {
       copyFileSync(saved, registry)
       yield* withStore(dataDir, create("second"))
 
+      // Emptied of its databases, its identity kept: lost all the same.
+      const emptiedRows = new Database(registry)
+      emptiedRows.exec("DELETE FROM cairn_databases")
+      emptiedRows.close()
+      assert.strictEqual(refusal(yield* Effect.exit(withStore(dataDir, Effect.void))).reason, "registry_lost")
+      copyFileSync(saved, registry)
+      yield* withStore(dataDir, create("third"))
+
       // The explicit override starts it: the file left is adopted as this directory's.
       rmSync(registry)
-      yield* withStore(dataDir, create("third"), { acceptLostRegistry: true })
-      yield* withStore(dataDir, create("fourth"))
+      yield* withStore(dataDir, create("fourth"), { acceptLostRegistry: true })
+      yield* withStore(dataDir, create("fifth"))
     })
   )
 
