@@ -9,7 +9,7 @@ import { assert, describe, it } from "@effect/vitest"
 import Database from "better-sqlite3"
 import { Effect, Schedule } from "effect"
 import { v7 as uuidv7 } from "uuid"
-import { rpc, sync } from "@cairn/testkit/Wire"
+import { mcp, rpc, sync } from "@cairn/testkit/Wire"
 import { startApp } from "./support/app.js"
 
 const createProject = (name: string, invocationId: string) => ({
@@ -85,6 +85,11 @@ describe("history retention through the real App", () => {
       assert.include(replay.error?.message, "older than the receipts this database retains")
       assert.include(replay.error?.message, "mint a new invocationId")
       assert.notInclude(replay.text, dataDir)
+      // The same answer on MCP (one engine).
+      const agent = yield* app.token({ sub: "alice", org: "acme", resource: "mcp" })
+      const viaMcp = yield* mcp(app, agent, "mutate", createProject("Old", old))
+      assert.strictEqual(viaMcp.error?.code, "invocation_conflict", viaMcp.text)
+      assert.include(viaMcp.error?.message, "older than the receipts this database retains")
       // So is a never-seen intent under an id from before the horizon (it cannot be told from a lost replay).
       const stale = yield* rpc(app, token, "Mutate", createProject("Stale", hoursAgo(3)))
       assert.strictEqual(stale.error?.code, "invocation_conflict", stale.text)
