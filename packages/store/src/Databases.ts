@@ -45,6 +45,7 @@ import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { Archive } from "./Archive.js"
 import { type Database } from "./Database.js"
+import * as DataDirectory from "./DataDirectory.js"
 import * as Deadlines from "./internal/deadlines.js"
 import { fault } from "./internal/fileFaults.js"
 import * as OpenDatabase from "./OpenDatabase.js"
@@ -67,6 +68,14 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
   override get message(): string {
     const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
     return `Database ${this.databaseId} could not be activated: ${reason}`
+  }
+  /**
+   * What the caller may be told, when the refusal is the deployment's rule rather than a failure (the
+   * database limit); undefined otherwise (a failure is logged and answered by reference).
+   */
+  get publicMessage(): string | undefined {
+    const cause = this.cause as { readonly _tag?: unknown; readonly publicMessage?: unknown } | undefined
+    return cause?._tag === "DatabaseLimitReached" && typeof cause.publicMessage === "string" ? cause.publicMessage : undefined
   }
 }
 
@@ -120,6 +129,8 @@ const isActive = (entry: OpenDatabase.OpenDatabase): entry is Active => entry.ac
 export class Databases extends Effect.Service<Databases>()("@cairn/store/Databases", {
   scoped: Effect.gen(function* () {
     const config = yield* StoreConfig
+    // Before any database opens: a used data directory whose registry was lost refuses to start.
+    yield* DataDirectory.verify
     const { authoritative } = yield* Archive
     const reactivity = yield* Reactivity.make
     const directory = join(config.dataDir, "databases")
@@ -210,6 +221,14 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           Effect.provideService(Reactivity.Reactivity, reactivity),
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
+            if (Option.isSome(failure) && failure.value._tag === "DatabaseLimitReached") {
+              // The operator's limit, not a failure: one warning, nothing created, nothing counted as a fault.
+              const error = failure.value
+              return Effect.zipRight(
+                Effect.logWarning("database limit reached; a new database was refused", error.message).pipe(Effect.annotateLogs({ database: id })),
+                Effect.fail(new ActivationError({ databaseId: id, cause: error }))
+              )
+            }
             if (Option.isSome(failure) && failure.value instanceof StorageFault) {
               const error = failure.value
               return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))

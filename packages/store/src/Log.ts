@@ -12,6 +12,13 @@ export const receiptsTable = "_cairn_receipts"
 export const installTable = "_cairn_install"
 /** One row: the compaction watermark (commits at or below it have no change payload). */
 export const compactionTable = "_cairn_compaction"
+/**
+ * One row: the receipt horizon (an invocation id prefix: every receipt of an invocation id below it
+ * was pruned, so such an id is refused, never decided again) and how far commit headers were pruned.
+ */
+export const retentionTable = "_cairn_retention"
+/** One row: the identity of the data directory that created this file (see `DataDirectory`). */
+export const directoryTable = "_cairn_directory"
 
 /**
  * One row-level change of a commit. `before`/`after` are the full stored records as
@@ -71,6 +78,15 @@ export const ddl: ReadonlyArray<string> = [
   `CREATE TABLE IF NOT EXISTS ${compactionTable} (
     id INTEGER PRIMARY KEY CHECK (id = 1),
     watermark INTEGER NOT NULL
+  ) STRICT`,
+  `CREATE TABLE IF NOT EXISTS ${retentionTable} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    receipt_horizon TEXT NOT NULL,
+    commits_pruned_through INTEGER NOT NULL
+  ) STRICT`,
+  `CREATE TABLE IF NOT EXISTS ${directoryTable} (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    directory_id TEXT NOT NULL
   ) STRICT`
 ]
 
@@ -177,3 +193,92 @@ export const compact = (sql: SqlClient.SqlClient, through: number) =>
     )
     return through - from
   })
+
+/**
+ * The invocation id prefix of a UUIDv7 minted at `millis`: its 48-bit timestamp as the id's first
+ * 13 characters (`xxxxxxxx-xxxx`). Canonical (lowercase) ids compare as their timestamps do, so every
+ * id minted before `millis` sorts below it, and every id minted at or after it above.
+ */
+export const invocationPrefix = (millis: number): string => {
+  const hex = Math.max(0, Math.floor(millis)).toString(16).padStart(12, "0").slice(-12)
+  return `${hex.slice(0, 8)}-${hex.slice(8)}`
+}
+
+/** What `prune` keeps track of: the receipt horizon ("" when none was pruned) and the last pruned commit header. */
+export interface Retention {
+  readonly receiptHorizon: string
+  readonly commitsPrunedThrough: number
+}
+
+/** The file's retention state (nothing pruned yet: `{ receiptHorizon: "", commitsPrunedThrough: 0 }`). */
+export const retention = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly h: string; readonly c: number }>(`SELECT receipt_horizon AS h, commits_pruned_through AS c FROM ${retentionTable} WHERE id = 1`),
+    (rows): Retention => ({ receiptHorizon: rows[0]?.h ?? "", commitsPrunedThrough: Number(rows[0]?.c ?? 0) })
+  )
+
+/**
+ * The owner of the store's internal operations (a declared migration's batches): their invocation ids
+ * are digests, not times, so their receipts are never pruned and their ids never refused by the horizon.
+ */
+export const internalOwner = "_cairn"
+
+/** Rows one pruning transaction deletes at most, so a long-neglected history is pruned in turns with the writer's groups. */
+export const pruneChunk = 2000
+
+/**
+ * One turn of history pruning, inside a write transaction: deletes at most `pruneChunk` receipts of
+ * invocation ids below `receiptsBefore` (an `invocationPrefix`) decided at or below the compaction
+ * watermark (a point-in-time restore replays the log above it, receipts included), and at most `pruneChunk` commit headers
+ * at or below the compaction watermark (their change payload already gone, so sync never reads them)
+ * committed before `commitsBefore` (an ISO instant). The horizon is raised to `receiptsBefore` first,
+ * in the same transaction: an id below it is refused from then on, whatever is still to prune. The
+ * last commit is never deleted (the watermark stays below it). Answers what it deleted.
+ */
+export const prune = (sql: SqlClient.SqlClient, receiptsBefore: string, commitsBefore: string) =>
+  Effect.gen(function* () {
+    const current = yield* retention(sql)
+    const horizon = receiptsBefore > current.receiptHorizon ? receiptsBefore : current.receiptHorizon
+    const mark = yield* watermark(sql)
+    // Only decisions at or below the watermark: a restore replays the log above it with its receipts.
+    const receipts = yield* sql.unsafe<{ readonly n: number }>(
+      `DELETE FROM ${receiptsTable} WHERE invocation_id IN (SELECT invocation_id FROM ${receiptsTable} WHERE invocation_id < ? AND position <= ? AND json_extract(receipt, '$.operation.owner.name') IS NOT '${internalOwner}' LIMIT ${pruneChunk}) RETURNING 1 AS n`,
+      [horizon, mark]
+    )
+    const head = yield* lastPosition(sql)
+    // Commit headers go in position order, up to the last one old enough (never the last commit).
+    const upTo = Math.min(mark, head - 1, current.commitsPrunedThrough + pruneChunk)
+    let through = current.commitsPrunedThrough
+    if (upTo > through) {
+      const old = yield* sql.unsafe<{ readonly p: number | null }>(
+        `SELECT max(position) AS p FROM ${commitsTable} WHERE position > ? AND position <= ? AND committed_at < ?`,
+        [through, upTo, commitsBefore]
+      )
+      const last = old[0]?.p == null ? through : Number(old[0].p)
+      if (last > through) {
+        yield* sql.unsafe(`DELETE FROM ${commitsTable} WHERE position > ? AND position <= ?`, [through, last])
+        through = last
+      }
+    }
+    const commits = through - current.commitsPrunedThrough
+    yield* sql.unsafe(
+      `INSERT INTO ${retentionTable} (id, receipt_horizon, commits_pruned_through) VALUES (1, ?, ?)
+       ON CONFLICT (id) DO UPDATE SET receipt_horizon = excluded.receipt_horizon, commits_pruned_through = excluded.commits_pruned_through`,
+      [horizon, through]
+    )
+    return { receipts: receipts.length, commits, horizon }
+  })
+
+/** The identity of the data directory this file was stamped by (see `DataDirectory`), if any. */
+export const directoryOf = (sql: SqlClient.SqlClient) =>
+  Effect.map(
+    sql.unsafe<{ readonly d: string }>(`SELECT directory_id AS d FROM ${directoryTable} WHERE id = 1`),
+    (rows): string | undefined => rows[0]?.d
+  )
+
+/** Stamps the file with the data directory's identity (replacing another: the registry vouched for the file). */
+export const stampDirectory = (sql: SqlClient.SqlClient, directoryId: string) =>
+  sql.unsafe(
+    `INSERT INTO ${directoryTable} (id, directory_id) VALUES (1, ?) ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id`,
+    [directoryId]
+  )

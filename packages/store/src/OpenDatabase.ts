@@ -20,7 +20,7 @@ import { damaged, fault, fileFault, identityOf, inspect } from "./internal/fileF
 import { okPerTurn } from "./internal/okPerTurn.js"
 import { quickCheck } from "./internal/quickCheck.js"
 import { install, installIdOf } from "./Install.js"
-import { lastPosition } from "./Log.js"
+import { directoryOf, lastPosition, stampDirectory } from "./Log.js"
 import * as Migrations from "./Migrations.js"
 import { MutationGuard } from "./MutationGuard.js"
 import { OperationCatalog } from "./OperationCatalog.js"
@@ -169,9 +169,14 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     let trusted = true
     if (Option.isSome(session)) yield* Effect.addFinalizer(() => (trusted ? Effect.flatMap(position, session.value.closed) : Effect.void))
     const registered = yield* registry.lookup(id)
+    // A new database takes a place under the deployment's limit before anything of it is created.
+    let release = () => {}
     if (Option.isSome(registered)) yield* inspect(id, filename)
-    // A database never registered is created here (its directory too, if it was removed).
-    else yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+    else {
+      release = yield* registry.reserve(config.maxDatabases)
+      // A database never registered is created here (its directory too, if it was removed).
+      yield* Effect.orDie(Effect.try(() => mkdirSync(directory, { recursive: true })))
+    }
     const opened = Effect.gen(function* () {
       const connection = yield* Connection.open({ filename, cacheKib: config.sqliteCacheKib })
       yield* connection.sql.unsafe(`PRAGMA synchronous = ${config.synchronous}`)
@@ -200,12 +205,23 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
           return yield* fault(id, "foreign", `its file holds the install id of database ${owner.value.id}`)
         }
       }
+      // Nor a file another data directory made (its registry lost, or copied in): its tenants' history is not this one's.
+      const directoryId = yield* registry.directoryId
+      const stamped = yield* directoryOf(sql).pipe(Effect.catchAll(() => Effect.succeed(undefined)))
+      if (stamped !== undefined && directoryId !== undefined && stamped !== directoryId && !archive.authoritative) {
+        return yield* fault(id, "foreign", "its file was made by another data directory, and this one never registered it")
+      }
       installId = Option.getOrElse(held, () => crypto.randomUUID())
     }
     const installed = yield* install(sql, operations.catalog, id, now, installId)
+    // The file carries the data directory's identity (a registered file is vouched for by its install id,
+    // and stamped anew: a restore from another machine's backup).
+    const directoryId = yield* registry.directoryId
+    if (directoryId !== undefined && (yield* directoryOf(sql)) !== directoryId) yield* stampDirectory(sql, directoryId)
     if (Option.isNone(registered)) {
       // Durable before the database is handed out, so before its first commit is acknowledged.
       yield* registry.register({ id, install_id: installed.installId, created_at: now, position: yield* lastPosition(sql) })
+      release()
     }
     if (Option.isSome(session)) {
       const raw = connection.raw
@@ -263,7 +279,10 @@ export const open = (id: DatabaseId, options: OpenOptions) =>
     })
     // The activation's one-time statements (install, verification, migrations) are not kept prepared.
     connection.raw.forget()
-    const compact = Compaction.compact(writer, config.retainedCommits).pipe(
+    const compact = Compaction.compact(writer, config.retainedCommits, {
+      receipts: config.receiptRetention,
+      commits: config.commitRetention
+    }).pipe(
       Effect.tap(() => Effect.flatMap(writer.position, (p) => registry.advance(id, p)))
     )
     // Armed on the store's compaction queue, each run forked in this scope, the next armed once

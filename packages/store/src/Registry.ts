@@ -9,7 +9,7 @@ import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
 import { SqlError, SqlSchema } from "@effect/sql"
 import { SqliteClient } from "@effect/sql-sqlite-node"
-import { Clock, Data, Effect, Option, Schema } from "effect"
+import { Clock, Data, Effect, Option, Schema, type Scope } from "effect"
 import { StoreConfig } from "./StoreConfig.js"
 
 /** Startup failure: another process (or another assembly in this one) holds the data directory. */
@@ -19,6 +19,22 @@ export class DataDirectoryLocked extends Data.TaggedError("DataDirectoryLocked")
 }> {
   override get message(): string {
     return `another Cairn process is using ${this.directory} (its registry.sqlite is locked); stop it, or give this one another CAIRN_DATA_DIR`
+  }
+}
+
+/**
+ * A new database refused: the deployment holds `CAIRN_MAX_DATABASES` already. Nothing was created
+ * (no file, no registration); the databases that exist are untouched.
+ */
+export class DatabaseLimitReached extends Data.TaggedError("DatabaseLimitReached")<{
+  readonly limit: number
+}> {
+  override get message(): string {
+    return `this deployment holds ${this.limit} databases, its limit (CAIRN_MAX_DATABASES): a new one was refused, nothing was created; raise the setting if the machine has room`
+  }
+  /** What the caller is told (no number, no setting: those are the operator's). */
+  get publicMessage(): string {
+    return "This deployment cannot create another database now (its operator's limit is reached), so your request was not served and nothing was stored. Ask the operator to raise the limit; retrying does not help until then."
   }
 }
 
@@ -43,6 +59,14 @@ const ddl = [
     position INTEGER NOT NULL,
     updated_at TEXT NOT NULL
   ) STRICT, WITHOUT ROWID`,
+  // The data directory's identity (see `DataDirectory`), also in its identity file and in every database file.
+  `CREATE TABLE IF NOT EXISTS cairn_directory (
+    id INTEGER PRIMARY KEY CHECK (id = 1),
+    directory_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    -- Databases ever registered: a registry emptied of its rows (identity kept) is still a lost one.
+    registered_ever INTEGER NOT NULL DEFAULT 0
+  ) STRICT`,
   // The process holding the directory, for the operator (the lock itself is SQLite's).
   `CREATE TABLE IF NOT EXISTS cairn_holder (
     id INTEGER PRIMARY KEY CHECK (id = 1),
@@ -111,6 +135,52 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
         sql`INSERT INTO ${sql(table)} ${sql.insert(row)} ON CONFLICT (id) DO UPDATE SET install_id = excluded.install_id, position = excluded.position, updated_at = excluded.updated_at`
     })
 
+    /** Databases registered, and new ones being created now (see `reserve`). */
+    const counted = yield* Effect.orDie(sql<{ readonly n: number }>`SELECT count(*) AS n FROM ${sql(table)}`)
+    let registered = Number(counted[0]?.n ?? 0)
+    let reserved = 0
+
+    /**
+     * A place for one new database under `limit` (registered ones and those being created count), or
+     * `DatabaseLimitReached`. Answers its release, to call once the database is registered (or given up);
+     * the scope releases it too, at the latest. Synchronous: two creations never both take the last place.
+     */
+    const reserve = (limit: number): Effect.Effect<() => void, DatabaseLimitReached, Scope.Scope> =>
+      Effect.flatMap(
+        Effect.suspend(() => {
+          if (registered + reserved >= limit) return Effect.fail(new DatabaseLimitReached({ limit }))
+          reserved += 1
+          let held = true
+          return Effect.succeed(() => {
+            if (held) {
+              held = false
+              reserved -= 1
+            }
+          })
+        }),
+        (release) => Effect.as(Effect.addFinalizer(() => Effect.sync(release)), release)
+      )
+
+    const identity = yield* Effect.orDie(
+      sql<{ readonly directory_id: string; readonly registered_ever: number }>`SELECT directory_id, registered_ever FROM cairn_directory WHERE id = 1`
+    )
+    let directoryId: string | undefined = identity[0]?.directory_id
+    const registeredEver = Number(identity[0]?.registered_ever ?? 0)
+
+    /**
+     * Records the data directory's identity (durably, before its identity file is written: see
+     * `DataDirectory`), counting the databases registered now as the ones it ever had.
+     */
+    const identify = (id: string): Effect.Effect<void> =>
+      Effect.flatMap(now, (created_at) =>
+        sql`INSERT INTO cairn_directory (id, directory_id, created_at, registered_ever)
+          VALUES (1, ${id}, ${created_at}, (SELECT count(*) FROM ${sql(table)}))
+          ON CONFLICT (id) DO UPDATE SET directory_id = excluded.directory_id, registered_ever = excluded.registered_ever`
+      ).pipe(
+        Effect.orDie,
+        Effect.tap(() => Effect.sync(() => (directoryId = id)))
+      )
+
     /** The registered database `id`, if this deployment created it. */
     const lookup = (id: string): Effect.Effect<Option.Option<Registration>> => Effect.orDie(findById(id))
 
@@ -119,7 +189,14 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
 
     /** Registers a new database durably (synchronous FULL) before its first commit can be acknowledged. */
     const register = (entry: Registration): Effect.Effect<void> =>
-      Effect.flatMap(now, (updated_at) => sql.withTransaction(insert({ ...entry, updated_at }))).pipe(Effect.orDie)
+      Effect.flatMap(now, (updated_at) =>
+        sql.withTransaction(
+          Effect.zipRight(insert({ ...entry, updated_at }), sql`UPDATE cairn_directory SET registered_ever = registered_ever + 1 WHERE id = 1`)
+        )
+      ).pipe(
+        Effect.orDie,
+        Effect.tap(() => Effect.sync(() => (registered += 1)))
+      )
 
     /** Raises the last known committed position of `id` (never lowers it). */
     const advance = (id: string, position: number): Effect.Effect<void> =>
@@ -132,6 +209,21 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     const restored = (entry: Registration): Effect.Effect<void> =>
       Effect.flatMap(now, (updated_at) => sql.withTransaction(replace({ ...entry, updated_at }))).pipe(Effect.orDie)
 
-    return { directory, lookup, owner, register, advance, restored } as const
+    return {
+      directory,
+      lookup,
+      owner,
+      register,
+      advance,
+      restored,
+      reserve,
+      identify,
+      /** The data directory's identity, once recorded (an older registry has none until `DataDirectory` runs). */
+      directoryId: Effect.sync(() => directoryId),
+      /** Databases registered. */
+      registered: Effect.sync(() => registered),
+      /** Databases ever registered since the identity was recorded, as this process started. */
+      registeredEver: Effect.succeed(registeredEver)
+    } as const
   })
 }) {}

@@ -26,6 +26,21 @@ export interface StoreConfigShape {
   /** How often each open database's log is compacted. */
   readonly compactEvery: Duration.Duration
   /**
+   * How long a decided intent's receipt is kept, by the time its invocation id (a UUIDv7) carries:
+   * compaction prunes older ones, and an invocation id older than the pruned horizon is refused
+   * (`invocation_conflict`), never executed again.
+   */
+  readonly receiptRetention: Duration.Duration
+  /** How long a commit's header (its log row) is kept once compaction dropped its change payload. */
+  readonly commitRetention: Duration.Duration
+  /** Databases this deployment may create; one more is refused (nothing created). */
+  readonly maxDatabases: number
+  /**
+   * The operator's explicit override: start on a used data directory whose registry is gone or
+   * empty, as a new deployment (every tenant's past invocations forgotten). Off by default.
+   */
+  readonly acceptLostRegistry: boolean
+  /**
    * SQLite page cache per connection, in KiB (each open database has a write and a read
    * connection). The driver's own default is 16 MiB per connection, which many open large
    * databases would each grow to; SQLite's upstream default of 2 MiB is the default here. It bounds
@@ -50,6 +65,10 @@ export const storeDefaults = {
   groupCommitMaxBatch: 256,
   retainedCommits: 100_000,
   compactEvery: Duration.minutes(5),
+  receiptRetention: Duration.days(30),
+  commitRetention: Duration.days(30),
+  maxDatabases: 10_000,
+  acceptLostRegistry: false,
   sqliteCacheKib: 2048,
   readerIdleTimeout: Duration.seconds(30)
 } as const satisfies Omit<StoreConfigShape, "dataDir">
@@ -66,6 +85,10 @@ export const storeConfig: Config.Config<StoreConfigShape> = Config.all({
   // Named for what they serve: the history sync can resume from.
   retainedCommits: positiveInteger("CAIRN_SYNC_RETAINED_COMMITS").pipe(Config.withDefault(storeDefaults.retainedCommits)),
   compactEvery: Config.duration("CAIRN_SYNC_COMPACT_EVERY").pipe(Config.withDefault(storeDefaults.compactEvery)),
+  receiptRetention: Config.duration("CAIRN_RECEIPT_RETENTION").pipe(Config.withDefault(storeDefaults.receiptRetention)),
+  commitRetention: Config.duration("CAIRN_COMMIT_RETENTION").pipe(Config.withDefault(storeDefaults.commitRetention)),
+  maxDatabases: positiveInteger("CAIRN_MAX_DATABASES").pipe(Config.withDefault(storeDefaults.maxDatabases)),
+  acceptLostRegistry: Config.boolean("CAIRN_ACCEPT_LOST_REGISTRY").pipe(Config.withDefault(storeDefaults.acceptLostRegistry)),
   sqliteCacheKib: positiveInteger("CAIRN_SQLITE_CACHE_KIB").pipe(Config.withDefault(storeDefaults.sqliteCacheKib)),
   readerIdleTimeout: Config.duration("CAIRN_READER_IDLE_TIMEOUT").pipe(Config.withDefault(storeDefaults.readerIdleTimeout))
 })

@@ -39,7 +39,7 @@ import { Rejection } from "./Handler.js"
 import type { Raw } from "./internal/connection.js"
 import { ChangeSet, makeTx, statementsFor, TransactionEnded, type TxImpl } from "./internal/tx.js"
 import * as Receipts from "./internal/receipts.js"
-import { commitsTable, compact as compactLog, lastPosition, receiptsTable } from "./Log.js"
+import { commitsTable, compact as compactLog, internalOwner, invocationPrefix, lastPosition, prune as pruneLog, receiptsTable, retention } from "./Log.js"
 import type { MutationGuardShape } from "./MutationGuard.js"
 import { operationKey, type OperationCatalogShape } from "./OperationCatalog.js"
 import * as Position from "./Position.js"
@@ -79,6 +79,13 @@ export interface Writer {
    * (the client holds the connection for a transaction); answers how many were dropped.
    */
   readonly compact: (through: number) => Effect.Effect<number>
+  /**
+   * One turn of history pruning (see `Log.prune`) in a transaction of its own, taking turns with group
+   * commits like `compact`: receipts of invocation ids minted before `receiptsBefore` (epoch millis),
+   * commit headers without payload committed before `commitsBefore` (an ISO instant). From then on an
+   * invocation id minted before `receiptsBefore` whose receipt is gone is refused, never decided again.
+   */
+  readonly prune: (receiptsBefore: number, commitsBefore: string) => Effect.Effect<{ readonly receipts: number; readonly commits: number }>
 }
 
 export interface WriterOptions {
@@ -111,7 +118,7 @@ export interface WriterOptions {
 }
 
 export const mutationsTotal = Metric.counter("cairn_mutations_total", {
-  description: "Mutation answers (receipt outcomes) by outcome: committed, rejected, replayed, conflict, inaccessible, defect, overloaded",
+  description: "Mutation answers (receipt outcomes) by outcome: committed, rejected, replayed, conflict, expired, inaccessible, defect, overloaded",
   incremental: true
 })
 /** Invocations waiting in every writer's queue (summed over databases: database ids are never labels). */
@@ -241,6 +248,8 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
     const statements = statementsFor(catalog)
     const pause = yield* GroupPause
     let committed = yield* Effect.orDie(lastPosition(sql))
+    /** Invocation ids below it had their receipts pruned (see `Log.prune`): refused unless a receipt is still there. */
+    let horizon = (yield* Effect.orDie(retention(sql))).receiptHorizon
     const published = yield* SubscriptionRef.make(committed)
     let closed = false
     /** Set when a group could not be shipped: later submits get `notAcknowledged`, not `overloaded`. */
@@ -423,6 +432,13 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
                 decided.set(invocation.invocationId, prior)
                 note(prior.intent === invocation.intent ? "replayed" : "conflict")
                 answers.push(Receipts.answerExit(prior, invocation.intent))
+                continue
+              }
+              if (invocation.invocationId < horizon && invocation.operation.owner !== internalOwner) {
+                // Its receipt, if it ever had one, was pruned: deciding it again could apply an intent twice.
+                next += 1
+                note("expired")
+                answers.push(Exit.fail(Receipts.expired()))
                 continue
               }
               const per = operationOf(invocation.operation)
@@ -625,5 +641,16 @@ export const make = (options: WriterOptions): Effect.Effect<Writer, never, Scope
         Effect.withSpan("Writer.compact")
       )
 
-    return { submit, position: Effect.sync(() => committed), queued: Effect.sync(() => pending.length), committed: published, compact }
+    const prune = (receiptsBefore: number, commitsBefore: string) =>
+      Effect.suspend(() => sql.withTransaction(pruneLog(sql, invocationPrefix(receiptsBefore), commitsBefore))).pipe(
+        Effect.map((pruned) => {
+          // Committed: from now on the writer refuses what it can no longer look up.
+          if (pruned.horizon > horizon) horizon = pruned.horizon
+          return { receipts: pruned.receipts, commits: pruned.commits }
+        }),
+        Effect.orDie,
+        Effect.withSpan("Writer.prune")
+      )
+
+    return { submit, position: Effect.sync(() => committed), queued: Effect.sync(() => pending.length), committed: published, compact, prune }
   })

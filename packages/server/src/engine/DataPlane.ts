@@ -27,7 +27,7 @@ import { decodeQueryRequest } from "@cairn/query/QueryRequestDecoder"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { QueryPlanner } from "@cairn/query/QueryPlanner"
 import { type ReadableDatabase } from "@cairn/store/Database"
-import { Databases, databaseId } from "@cairn/store/Databases"
+import { type ActivationError, Databases, databaseId } from "@cairn/store/Databases"
 import * as Position from "@cairn/domain/Position"
 import { mutate } from "@cairn/store/Mutate"
 import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
@@ -129,6 +129,9 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     /** The caller's database for the current scope; a failure to open it is the operator's, logged by reference. */
     const unavailable = (error: unknown) =>
       Effect.gen(function* () {
+        // A refusal by the deployment's rule (the database limit) says what it is; the store logged it.
+        const refusal = (error as { readonly _tag?: unknown; readonly publicMessage?: unknown })._tag === "ActivationError" ? (error as ActivationError).publicMessage : undefined
+        if (refusal !== undefined) return yield* new Unavailable({ message: refusal })
         const requestId = yield* Correlation.id
         yield* Effect.logError("database unavailable", error)
         return yield* new Unavailable({

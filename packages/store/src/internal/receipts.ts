@@ -19,6 +19,16 @@ export const conflict = () =>
       "This invocationId was already used. Resend an intent only with the invocationId it was first sent with; use a new invocationId for a new intent."
   })
 
+/**
+ * An invocation id minted before the receipts this database retains (see `StoreConfig.receiptRetention`):
+ * whether it was decided can no longer be told, so it is not decided again.
+ */
+export const expired = () =>
+  new InvocationConflict({
+    message:
+      "This invocationId is older than the receipts this database retains, so whether it was already applied can no longer be told; it was not applied now. If this is a retry, check its effect with a query; for a new intent, mint a new invocationId (a UUIDv7 from the current time)."
+  })
+
 export const answer = (
   stored: StoredReceipt,
   intent: string
