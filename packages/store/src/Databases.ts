@@ -38,7 +38,7 @@
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
 import * as Reactivity from "@effect/experimental/Reactivity"
-import { Cause, Data, Deferred, Duration, Effect, Exit, FiberRef, HashMap, Metric, MetricBoundaries, Option, RcMap, Scope } from "effect"
+import { Cause, Data, Deferred, Duration, Effect, Exit, FiberRef, HashMap, Metric, MetricBoundaries, Option, Predicate, RcMap, Scope } from "effect"
 import { Digest } from "@cairn/catalog"
 import { DatabaseId, type DatabaseKey } from "@cairn/domain/Ids"
 import { currentElapsedMillis, elapsedMillis } from "@cairn/domain/Elapsed"
@@ -49,7 +49,7 @@ import * as DataDirectory from "./DataDirectory.js"
 import * as Deadlines from "./internal/deadlines.js"
 import { fault } from "./internal/fileFaults.js"
 import * as OpenDatabase from "./OpenDatabase.js"
-import { Registry } from "./Registry.js"
+import { type DatabaseLimitReached, Registry } from "./Registry.js"
 import { countWriteFault, type FaultKind, StorageFault, storageFaults } from "./StorageFault.js"
 import { StoreConfig } from "./StoreConfig.js"
 
@@ -221,15 +221,15 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           Effect.provideService(Reactivity.Reactivity, reactivity),
           Effect.catchAllCause((cause) => {
             const failure = Cause.failureOption(cause)
-            if (Option.isSome(failure) && failure.value._tag === "DatabaseLimitReached") {
+            if (Option.isSome(failure) && Predicate.isTagged(failure.value, "DatabaseLimitReached")) {
               // The operator's limit, not a failure: one warning, nothing created, nothing counted as a fault.
-              const error = failure.value
+              const error = failure.value as DatabaseLimitReached
               return Effect.zipRight(
                 Effect.logWarning("database limit reached; a new database was refused", error.message).pipe(Effect.annotateLogs({ database: id })),
                 Effect.fail(new ActivationError({ databaseId: id, cause: error }))
               )
             }
-            if (Option.isSome(failure) && failure.value instanceof StorageFault) {
+            if (Option.isSome(failure) && Predicate.isTagged(failure.value, "StorageFault")) {
               const error = failure.value
               return Effect.zipRight(report(error), Effect.fail(new ActivationError({ databaseId: id, cause: error, fault: error.kind })))
             }
