@@ -1,0 +1,2 @@
+import { Handlers } from "@cairn/store";
+export declare const notesHandlers: Handlers.Handlers;
