@@ -136,6 +136,17 @@ describe("online per-tenant repair", () => {
           const create = (title: string) => ({ operation: { kind: "operation", owner: { kind: "entity", name: "Note" }, name: "create" }, input: { title, body: "" }, invocationId: uuidv7() })
           const titles = { version: 1, from: { kind: "entity", name: "Note" }, select: { title: { path: ["title"] } } }
           committed(yield* rpc(app, token, "Mutate", create("Kept")))
+          // The operator's actions: on the operator listener only, and only with the credential the server wrote.
+          const credential = JSON.parse(readFileSync(join(app.dataDir, "operator.json"), "utf8")) as { url: string; token: string }
+          const listing = (base: string, bearer?: string) =>
+            Effect.promise(() => fetch(`${base}/admin/databases`, { headers: bearer === undefined ? {} : { authorization: `Bearer ${bearer}` } }))
+          assert.strictEqual((yield* listing(credential.url)).status, 401)
+          assert.strictEqual((yield* listing(credential.url, `${credential.token.slice(1)}x`)).status, 401)
+          assert.notStrictEqual((yield* listing(app.base, credential.token)).status, 200, "operator actions on the public port")
+          const listed = yield* Effect.promise(() => listing(credential.url, credential.token).pipe(Effect.runPromise).then((r) => r.json()))
+          const mine = (listed as { databases: Array<{ id: string; state: string; fileBytes: number; fault: unknown }> }).databases.find((d) => d.id === id)
+          assert.deepInclude(mine, { id, state: "open", fault: null })
+          assert.isAbove(mine!.fileBytes, 0)
           const operator = { CAIRN_DATA_DIR: app.dataDir }
           const backups = mkdtempSync(join(tmpdir(), "cairn-notes-backups-"))
           yield* Backup.backupDatabase({ dataDir: app.dataDir, deploymentId: yield* Backup.deploymentIdOf(app.dataDir), databaseId: id, to: backups })

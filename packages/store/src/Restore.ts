@@ -207,7 +207,7 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
   const { databaseId, catalog } = options
   const destination = Backup.databaseFile(options.dataDir, databaseId)
   if (existsSync(destination) && !options.force) {
-    return yield* refuse(`database ${databaseId} already exists in ${options.dataDir}; stop the server and pass force to replace it (the old file is kept aside)`)
+    return yield* refuse(`database ${databaseId} already exists in ${options.dataDir}; stop the server and pass force to replace it (the old file is kept aside), or restore it online: run the server with CAIRN_METRICS_PORT set (its operator listener) and restore again`)
   }
   const found = yield* Backup.list(options.from, databaseId)
   if (found.length === 0) {
