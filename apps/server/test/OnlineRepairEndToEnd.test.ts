@@ -3,7 +3,7 @@
 // state listed) and cleared once the file is back, without a restart; `cairn restore` against the
 // running server restores one database online (its calls answer a retryable 503 meanwhile) while
 // another tenant keeps writing; and a restore names any app's database, namespaced ones included.
-import { mkdtempSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { closeSync, mkdtempSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
@@ -112,7 +112,7 @@ describe("online per-tenant repair", () => {
       committed(yield* rpc(server, acme, "Mutate", createProject("After", uuidv7())))
     }), 120_000)
 
-  it.scoped("another app's namespaced database: backed up and restored online by its claims, and offline once stopped", () =>
+  it.scoped("another app's namespaced database: restored online by its claims, found damaged by the live integrity check and restored again, and offline once stopped", () =>
     Effect.gen(function* () {
       const dir = appDirectory()
       const module = join(dir, "notes-app.ts")
@@ -154,6 +154,31 @@ describe("online per-tenant repair", () => {
           const online = yield* Effect.promise(() => cairn(["restore", "--app", module, "--db", "teams", "--org", "acme", "--from", backups], operator))
           assert.strictEqual(online.code, 0, online.stderr)
           assert.include(online.stdout, `restored ${id} online`)
+          assert.deepStrictEqual(rows(yield* rpc(app, token, "Query", { query: titles })).map((r) => r.title), ["Kept"])
+
+          // Damaged under the running server: the integrity check (a worker thread) finds it and refuses the database;
+          // an online restore brings it back, every other database serving throughout.
+          const admin = (path: string, body: unknown) =>
+            Effect.promise(() =>
+              fetch(`${credential.url}${path}`, {
+                method: "POST",
+                headers: { authorization: `Bearer ${credential.token}`, "content-type": "application/json" },
+                body: JSON.stringify(body)
+              }).then(async (r) => ({ status: r.status, body: (await r.json()) as any }))
+            )
+          const file = fileOf(app.dataDir, id)
+          const fd = openSync(file, "r+")
+          writeSync(fd, Buffer.alloc(8192, 0xa5), 0, 8192, 8192)
+          closeSync(fd)
+          const checked = yield* admin("/admin/check", { id })
+          assert.strictEqual(checked.status, 200, JSON.stringify(checked.body))
+          assert.isFalse(checked.body.results[0].ok, JSON.stringify(checked.body))
+          assert.isAbove(checked.body.results[0].problems.length, 0)
+          assert.strictEqual((yield* rpc(app, token, "Query", { query: titles })).status, 503)
+          const other = yield* signDevToken(app.dev, { subject: "bob", audience: `${app.base}/db`, claims: { cairn_db: "personal" }, scope: accessScopes.join(" "), ttlSeconds: 600 })
+          committed(yield* rpc(app, other, "Mutate", create("Bob's")))
+          const repaired = yield* admin("/admin/restore", { id, from: backups })
+          assert.strictEqual(repaired.status, 200, JSON.stringify(repaired.body))
           assert.deepStrictEqual(rows(yield* rpc(app, token, "Query", { query: titles })).map((r) => r.title), ["Kept"])
           return { dataDir: app.dataDir, backups }
         })
