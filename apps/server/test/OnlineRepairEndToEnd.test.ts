@@ -3,7 +3,7 @@
 // state listed) and cleared once the file is back, without a restart; `cairn restore` against the
 // running server restores one database online (its calls answer a retryable 503 meanwhile) while
 // another tenant keeps writing; and a restore names any app's database, namespaced ones included.
-import { closeSync, mkdtempSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from "node:fs"
+import { closeSync, existsSync, mkdtempSync, openSync, readFileSync, renameSync, writeFileSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { afterAll, assert, describe, it } from "@effect/vitest"
@@ -38,6 +38,8 @@ const committed = (answer: { readonly status: number; readonly value?: unknown; 
 /** Until the server has no database open (`cairn_databases_open` on its operator listener is 0). */
 const closedAll = (dataDir: string) =>
   Effect.promise(async () => {
+    // Written once the operator listener is up, which may be just after the public port.
+    while (!existsSync(join(dataDir, "operator.json"))) await new Promise((resolve) => setTimeout(resolve, 50))
     const { url } = JSON.parse(readFileSync(join(dataDir, "operator.json"), "utf8")) as { url: string }
     for (;;) {
       const text = await (await fetch(`${url}/metrics`)).text()
