@@ -218,6 +218,9 @@ const doctor = Command.make(
   },
   ({ app, clearFault, database, db }) =>
     Effect.gen(function* () {
+      if (Option.isSome(yield* clusterMode)) {
+        return yield* Effect.fail("doctor works on an embedded server (its operator listener); in a cluster (CAIRN_ROLE is set) a runner rebuilds a damaged database from the archive on its own, and cairn restore / cairn move act online")
+      }
       const { dataDir } = yield* storeConfig
       const server = runningServer(dataDir)
       if (Option.isNone(server)) return yield* Effect.fail(notRunning(dataDir))
