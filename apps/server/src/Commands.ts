@@ -234,15 +234,16 @@ const doctor = Command.make(
         if (!done.serving) yield* Effect.sync(() => (process.exitCode = 1))
         return
       }
-      // Integrity first (each on a worker thread, never holding another database's calls), then the listing it leaves.
-      const { results } = yield* call<{ readonly results: ReadonlyArray<IntegrityResult> }>(server.value, "POST", "/admin/check", id === undefined ? {} : { id })
+      // One database at a time, each printed as it is checked (on a worker thread, never holding another database's calls).
       const { databases } = yield* call<{ readonly databases: ReadonlyArray<DatabaseListing> }>(server.value, "GET", "/admin/databases")
-      const checks = new Map(results.map((r) => [r.id, r]))
       const shown = databases.filter((d) => id === undefined || d.id === id)
       if (id !== undefined && shown.length === 0) return yield* Effect.fail(`no database ${id} in ${dataDir}`)
       let bad = 0
-      for (const d of shown) {
-        const check = checks.get(d.id)
+      for (const listed of shown) {
+        const { results } = yield* call<{ readonly results: ReadonlyArray<IntegrityResult> }>(server.value, "POST", "/admin/check", { id: listed.id })
+        const check = results[0]
+        // A damaged file is faulted by the check itself.
+        const d = check !== undefined && !check.ok && listed.state !== "held" ? { ...listed, state: "faulted" } : listed
         const integrity = check === undefined ? "not checked" : check.ok ? "integrity ok" : `integrity: ${check.problems.slice(0, 3).join("; ")}`
         if (d.fault !== null || (check !== undefined && !check.ok)) bad += 1
         yield* Console.log(
