@@ -1,2 +1,0 @@
-import { Handlers } from "@cairn/store";
-export declare const notesHandlers: Handlers.Handlers;
