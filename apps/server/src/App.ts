@@ -25,6 +25,7 @@ import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/auth/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
 import { MetricsEndpointLive } from "@cairn/server/operations/MetricsEndpoint"
+import { OperatorAdminLive } from "@cairn/server/engine/OperatorAdminLive"
 import { OperatorSettings } from "@cairn/server/operations/OperatorSettings"
 import { ReadinessRoute } from "@cairn/server/http/Readiness"
 import { TracingLive } from "@cairn/server/operations/Tracing"
@@ -58,7 +59,8 @@ export const App = (
       Layer.provide(DevFallbackIssuer)
     ),
     DevAuthServer.DevAuthServerLive,
-    MetricsEndpointLive
+    // Embedded, the operator listener also serves the per-database actions (`cairn doctor`, online `cairn restore`).
+    MetricsEndpointLive.pipe(Layer.provide(place === embedded ? OperatorAdminLive : Layer.empty))
   ).pipe(
     Layer.provide(CatalogGuardLive),
     Layer.provide(ExposureGuardLive),

@@ -1,8 +1,11 @@
 /**
  * The operator's commands (`cairn <command>`, run by `cli.ts`): `serve` and `check` a deployment
  * (the tracker, or the module `--app` names), mint a development `token` for the running server,
- * generate typed `bindings`, `backup` databases online and `restore` one from backups; in a cluster
- * (`CAIRN_ROLE` set), `restore` one database online from the archive and `move` one (close it where it runs).
+ * generate typed `bindings`, `backup` databases online and `restore` one from backups (online through
+ * the running server's operator listener, else offline), `doctor` a running deployment (list, check,
+ * clear a fault); in a cluster (`CAIRN_ROLE` set), `restore` one database online from the archive and
+ * `move` one (close it where it runs). A database is named by the claims a token carries
+ * (`--database <value>`, `--db <name>` when the deployment has several database deployments).
  */
 import { readFileSync, writeFileSync } from "node:fs"
 import { dirname, join, resolve } from "node:path"
@@ -11,9 +14,8 @@ import { Command, Options, ValidationError } from "@effect/cli"
 // Module subpaths: the package's barrel loads its HTTP client (undici) and cluster modules at startup.
 import * as NodeContext from "@effect/platform-node/NodeContext"
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
-import { Console, Effect, Layer, Option, Schema } from "effect"
+import { Console, Effect, Layer, Option } from "effect"
 import { compile } from "@cairn/catalog/Catalog"
-import { DatabaseKey } from "@cairn/domain/Ids"
 import { Deployment } from "@cairn/server/engine/Deployment"
 import { ObjectStoreLive } from "@cairn/server/engine/ObjectStoreLive"
 import { Settings } from "@cairn/server/operations/Settings"
@@ -22,14 +24,14 @@ import { roles, roleSettingsConfig } from "@cairn/server/operations/RoleSettings
 import { Backup, DatabasePlans, MigrateApply, Position, Restore } from "@cairn/store"
 import { Registry } from "@cairn/store/Registry"
 import { StoreConfig } from "@cairn/store/StoreConfig"
-import { databaseId } from "@cairn/store/Databases"
 import { storeConfig } from "@cairn/store/StoreConfig"
-import { trackerDeployment } from "@cairn/tracker/application"
 import { exportName, invocationDirectory, loadDeployment } from "./AppModule.js"
 import { generate } from "./BindingsGenerator.js"
 import { databasePlans, deploymentProblems, settingsProblems } from "./Check.js"
 import { serveDeployment } from "./Serve.js"
 import { mintForRunningServer, splitRoles } from "./TokenCommand.js"
+import { call, notRunning, runningServer, selectDatabase } from "./OperatorClient.js"
+import type { ClearFaultResult, DatabaseListing, IntegrityResult, RestoreResult } from "@cairn/domain/DatabaseAdmin"
 
 const repositoryRoot = resolve(dirname(fileURLToPath(import.meta.url)), "../../..")
 /** The tracker's checked-in bindings, `cairn bindings`' default output. */
@@ -55,7 +57,21 @@ const dataDirectory = Effect.gen(function* () {
 const withObjectStore = <A, E, R>(effect: Effect.Effect<A, E, R>) =>
   Effect.provide(effect, ObjectStoreLive.pipe(Layer.provide(Settings.layerConfig)))
 
-const idOfKey = (key: string) => Effect.map(Schema.decode(DatabaseKey)(key), databaseId)
+
+/** `--database`: the key claim's value, as tokens carry it. */
+const databaseValue = Options.text("database").pipe(
+  Options.withAlias("org"),
+  Options.withDescription("the database key claim's value, as tokens carry it (e.g. the org)")
+)
+/** `--db`: which database deployment, as a token's `cairn_db` claim names it (needed only when there are several). */
+const databaseDeployment = Options.text("db").pipe(
+  Options.withDescription("the database deployment, as a token's cairn_db claim names it (only when the deployment has several)"),
+  Options.optional
+)
+
+/** The opaque id of the database a token with these claims acts on, in the deployment `--app` names. */
+const idOfClaims = (app: Option.Option<string>, value: string, db: Option.Option<string>) =>
+  Effect.flatMap(loadDeployment(app), ({ definition }) => selectDatabase(definition, value, db))
 
 /** `--to` of restore: a position (`1234` or an opaque `c…` from a receipt) or an ISO time. */
 const parseTarget = (text: string): Effect.Effect<Restore.Target, string> => {
@@ -69,16 +85,18 @@ const parseTarget = (text: string): Effect.Effect<Restore.Target, string> => {
 const backup = Command.make(
   "backup",
   {
-    database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)"), Options.optional),
+    database: databaseValue.pipe(Options.optional),
+    db: databaseDeployment,
+    app,
     all: Options.boolean("all").pipe(Options.withDescription("every database of the data directory")),
     to: Options.text("to").pipe(Options.withDescription("directory the backups and their manifests are written to"))
   },
-  ({ all, database, to }) =>
+  ({ all, app, database, db, to }) =>
     Effect.gen(function* () {
       const { dataDir, deploymentId } = yield* dataDirectory
       if (all === Option.isSome(database)) return yield* Effect.fail("pass exactly one of --database <key> and --all")
       const manifests = Option.isSome(database)
-        ? [yield* withObjectStore(Backup.backupDatabase({ dataDir, deploymentId, databaseId: yield* idOfKey(database.value), to }))]
+        ? [yield* withObjectStore(Backup.backupDatabase({ dataDir, deploymentId, databaseId: yield* idOfClaims(app, database.value, db), to }))]
         : yield* withObjectStore(Backup.backupAll({ dataDir, deploymentId, to }))
       for (const m of manifests) yield* Console.log(`backed up ${m.databaseId} at position ${m.position} to ${m.file}`)
       if (manifests.length === 0) yield* Console.log(`no databases in ${dataDir}`)
@@ -98,7 +116,9 @@ const restore = Command.make(
   "restore",
   {
     from: Options.text("from").pipe(Options.withDescription("directory holding the backups (embedded; a cluster restores from its archive)"), Options.optional),
-    database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)")),
+    database: databaseValue,
+    db: databaseDeployment,
+    app,
     to: Options.text("to").pipe(
       Options.withDescription("a commit position or an ISO time; default: the newest backup (embedded); required in a cluster"),
       Options.optional
@@ -107,9 +127,11 @@ const restore = Command.make(
       Options.withDescription("a later copy of the database's log to replay from; default: the data directory's file, else the newest backup"),
       Options.optional
     ),
-    force: Options.boolean("force").pipe(Options.withDescription("replace an existing database file (moved aside, not deleted); stop the server first"))
+    force: Options.boolean("force").pipe(
+      Options.withDescription("offline (no server running): replace an existing database file (moved aside, not deleted); online it always is")
+    )
   },
-  ({ database, force, from, log, to }) =>
+  ({ app, database, db, force, from, log, to }) =>
     Effect.gen(function* () {
       const cluster = yield* clusterMode
       if (Option.isSome(cluster)) {
@@ -120,7 +142,7 @@ const restore = Command.make(
         if (Option.isNone(to)) return yield* Effect.fail("in a cluster, --to is required: a commit position (e.g. 1234 or c0000ya) or a time (e.g. 2026-11-23T17:00:00Z)")
         const target = yield* parseTarget(to.value)
         const admin = yield* clusterAdmin
-        const id = yield* idOfKey(database)
+        const id = yield* idOfClaims(app, database, db)
         const done = yield* admin.restore(cluster.value, id, target).pipe(Effect.mapError((e) => e.message))
         return yield* Console.log(
           `restored ${id} online to position ${done.position} (it was at ${done.previousPosition}; history ${done.previousGeneration} → ${done.generation}) on runner ${done.runner}; it refused calls for ${done.unavailableMillis} ms`
@@ -128,15 +150,33 @@ const restore = Command.make(
       }
       if (Option.isNone(from)) return yield* Effect.fail("--from <directory> is required: the backups to restore from")
       const { dataDir, deploymentId } = yield* dataDirectory
-      const deployment = yield* Deployment.make(trackerDeployment)
+      const { definition } = yield* loadDeployment(app)
+      const id = yield* selectDatabase(definition, database, db)
+      const target = Option.isSome(to) ? yield* parseTarget(to.value) : undefined
+      const server = runningServer(dataDir)
+      if (Option.isSome(server)) {
+        // Online: the running server holds this database (its calls answer a retryable 503), restores it, and takes calls again.
+        const done = yield* call<RestoreResult>(server.value, "POST", "/admin/restore", {
+          id,
+          from: resolve(invocationDirectory(), from.value),
+          ...(target !== undefined ? { to: target } : {}),
+          ...(Option.isSome(log) ? { log: resolve(invocationDirectory(), log.value) } : {})
+        })
+        yield* Console.log(
+          `restored ${done.id} online to position ${done.position} (backup at ${done.backupPosition}, ${done.replayed} commits replayed); its calls were refused (retryably) for ${done.unavailableMillis} ms, every other database kept serving`
+        )
+        if (done.replaced !== null) yield* Console.log(`the previous file was kept as ${done.replaced}`)
+        return
+      }
+      const deployment = yield* Deployment.make(definition)
       const restored = yield* withObjectStore(Restore.restore({
         from: from.value,
         dataDir,
-        databaseId: yield* idOfKey(database),
+        databaseId: id,
         deploymentId,
         // The catalog exactly as the server installs it into a database.
         catalog: deployment.operations.catalog,
-        to: Option.isSome(to) ? yield* parseTarget(to.value) : undefined,
+        to: target,
         log: Option.getOrUndefined(log),
         force
       }))
@@ -147,19 +187,19 @@ const restore = Command.make(
     })
 ).pipe(
   Command.withDescription(
-    "Restore one database from backups, to the newest backup or to a position or time; in a cluster (CAIRN_ROLE set), online from the archive to any position since its oldest kept snapshot."
+    "Restore one database from backups, to the newest backup or to a position or time: online through the running server (its other databases keep serving), else offline; in a cluster (CAIRN_ROLE set), online from the archive to any position since its oldest kept snapshot."
   )
 )
 
 const move = Command.make(
   "move",
-  { database: Options.text("database").pipe(Options.withDescription("the database key (e.g. the org)")) },
-  ({ database }) =>
+  { database: databaseValue, db: databaseDeployment, app },
+  ({ app, database, db }) =>
     Effect.gen(function* () {
       const cluster = yield* clusterMode
       if (Option.isNone(cluster)) return yield* Effect.fail("move needs a cluster: set CAIRN_ROLE (e.g. front) and the cluster's settings, as the servers have them")
       const admin = yield* clusterAdmin
-      const id = yield* idOfKey(database)
+      const id = yield* idOfClaims(app, database, db)
       const done = yield* admin.close(cluster.value, id).pipe(Effect.mapError((e) => e.message))
       yield* Console.log(
         done.wasOpen
@@ -170,6 +210,65 @@ const move = Command.make(
 ).pipe(
   Command.withDescription(
     "Cluster: close one database where it runs, cleanly, so that its next call opens it on its shard's current owner (placement is by shard: see the README)."
+  )
+)
+
+const kib = (bytes: number | null) => (bytes === null ? "-" : `${Math.ceil(bytes / 1024)} KiB`)
+
+const doctor = Command.make(
+  "doctor",
+  {
+    app,
+    database: databaseValue.pipe(Options.optional),
+    db: databaseDeployment,
+    clearFault: Options.boolean("clear-fault").pipe(
+      Options.withDescription("forget the database's storage fault (its file repaired) and open it again: it serves without a restart")
+    )
+  },
+  ({ app, clearFault, database, db }) =>
+    Effect.gen(function* () {
+      if (Option.isSome(yield* clusterMode)) {
+        return yield* Effect.fail("doctor works on an embedded server (its operator listener); in a cluster (CAIRN_ROLE is set) a runner rebuilds a damaged database from the archive on its own, and cairn restore / cairn move act online")
+      }
+      const { dataDir } = yield* storeConfig
+      const server = runningServer(dataDir)
+      if (Option.isNone(server)) return yield* Effect.fail(notRunning(dataDir))
+      const id = Option.isSome(database) ? yield* idOfClaims(app, database.value, db) : undefined
+      if (clearFault) {
+        if (id === undefined) return yield* Effect.fail("--clear-fault needs --database <value> (and --db <name> when the deployment has several)")
+        const done = yield* call<ClearFaultResult>(server.value, "POST", "/admin/clear-fault", { id })
+        yield* Console.log(
+          `${id}: ${done.cleared === null ? "had no fault" : `fault (${done.cleared}) cleared`}; ${done.serving ? "it serves again" : `still refused: ${done.problem}`}`
+        )
+        if (!done.serving) yield* Effect.sync(() => (process.exitCode = 1))
+        return
+      }
+      // One database at a time, each printed as it is checked (on a worker thread, never holding another database's calls).
+      const { databases } = yield* call<{ readonly databases: ReadonlyArray<DatabaseListing> }>(server.value, "GET", "/admin/databases")
+      const shown = databases.filter((d) => id === undefined || d.id === id)
+      if (id !== undefined && shown.length === 0) return yield* Effect.fail(`no database ${id} in ${dataDir}`)
+      let bad = 0
+      for (const listed of shown) {
+        const { results } = yield* call<{ readonly results: ReadonlyArray<IntegrityResult> }>(server.value, "POST", "/admin/check", { id: listed.id })
+        const check = results[0]
+        // A damaged file is faulted by the check itself.
+        const d = check !== undefined && !check.ok && listed.state !== "held" ? { ...listed, state: "faulted" } : listed
+        const integrity = check === undefined ? "not checked" : check.ok ? "integrity ok" : `integrity: ${check.problems.slice(0, 3).join("; ")}`
+        if (d.fault !== null || (check !== undefined && !check.ok)) bad += 1
+        yield* Console.log(
+          `${d.id}  ${d.state}  position ${Math.max(d.position, check?.position ?? 0)}  file ${kib(d.fileBytes)}  objects ${kib(d.objectBytes)}  ${integrity}${d.fault !== null ? `  fault ${d.fault.kind}: ${d.fault.detail}` : ""}`
+        )
+      }
+      yield* Console.log(
+        bad === 0
+          ? `${shown.length === 1 ? "1 database" : `${shown.length} databases`}: every one healthy`
+          : `${bad} of ${shown.length} ${shown.length === 1 ? "database" : "databases"} faulted or damaged: repair the file and run cairn doctor --clear-fault --database <value>, or restore it online (cairn restore)`
+      )
+      if (bad > 0) yield* Effect.sync(() => (process.exitCode = 1))
+    })
+).pipe(
+  Command.withDescription(
+    "Against the running deployment (embedded; its operator listener, CAIRN_METRICS_PORT): check every database's integrity (or one), list each one's state and size, or clear a storage fault (--clear-fault) without stopping the server."
   )
 )
 
@@ -321,7 +420,7 @@ const bindings = Command.make(
 
 const cairn = Command.make("cairn").pipe(
   Command.withDescription("Cairn's operator commands."),
-  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore, move])
+  Command.withSubcommands([serve, check, migrate, token, bindings, backup, restore, doctor, move])
 )
 
 const run = Command.run(cairn, { name: "cairn", version: "0.1.0" })

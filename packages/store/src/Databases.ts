@@ -33,7 +33,11 @@
  * 7. Eviction. After each activation and each last leave, while more than `maxOpenDatabases` are
  *    open, the least recently used received entries without users are marked `evicting`, taken out
  *    of the RcMap and unpinned: each closes as in 6 once its last holder lets go ("capacity"). A
- *    storage fault takes its entry out the same way (`faulted`); its id stays refused (1) until restart.
+ *    storage fault takes its entry out the same way (`faulted`); its id stays refused (1) until an
+ *    operator clears it (`clearFault`, `cairn doctor --clear-fault`) or restores the database.
+ * 8. Hold. An operator's action on one file (an online restore, see `DatabaseAdmin`) holds its id
+ *    (`hold`): new calls are refused at once, retryably, the entry closes once its users let go, and
+ *    the id is taken again when the action's scope closes. Every other database keeps serving.
  */
 import { mkdirSync } from "node:fs"
 import { join } from "node:path"
@@ -64,6 +68,8 @@ export class ActivationError extends Data.TaggedError("ActivationError")<{
   readonly cause: unknown
   /** Set when the file is faulted (see `StorageFault`): nothing was recreated or overwritten. */
   readonly fault?: FaultKind | undefined
+  /** Set while an operator's action holds the database (see `Databases.hold`): retry shortly. */
+  readonly held?: string | undefined
 }> {
   override get message(): string {
     const reason = this.cause instanceof Error ? this.cause.message : String(this.cause)
@@ -109,6 +115,18 @@ export interface IntegrityReport {
   readonly problems: ReadonlyArray<string>
 }
 
+/** What this process knows of one database right now (see `Databases.state`). */
+export interface DatabaseState {
+  /** Activated here and not closed. */
+  readonly open: boolean
+  /** Calls holding it now. */
+  readonly users: number
+  /** The storage fault refusing it, if any (kept until cleared or restored). */
+  readonly fault?: StorageFault | undefined
+  /** Why an operator's action holds it, if one does. */
+  readonly held?: string | undefined
+}
+
 /** What `Databases` holds for databases (see `Databases.tracked`): counts, for tests. */
 export interface Tracked {
   /** Entries by id: activating, open or closing. */
@@ -150,8 +168,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
     }
     const gauge = Effect.suspend(() => Metric.set(openDatabases, open))
     /**
-     * Storage faults found by this process. A faulted database stays refused until restart:
-     * the operator repairs or restores its file with the server stopped, never under it. Not when
+     * Storage faults found by this process. A faulted database stays refused until the operator
+     * clears the fault (`clearFault`, once its file is repaired) or restores it online. Not when
      * an archive is the database (`Archive.authoritative`, cluster mode): the local file is a cache,
      * so the faulted database closes and its next activation rebuilds the file from the archive.
      */
@@ -172,7 +190,7 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
           )
         }
         if (faults.has(id)) return Effect.void
-        // Kept until restart with its stack as text: its captured frames would keep what they ran in
+        // Kept until cleared with its stack as text: its captured frames would keep what they ran in
         // (the closed database's closures and objects) alive as long.
         void error.stack
         faults.set(id, error)
@@ -318,6 +336,10 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
       )
 
     const refuse = (id: DatabaseId, error: StorageFault) => new ActivationError({ databaseId: id, cause: error, fault: error.kind })
+    /** Databases an operator's action holds (see `hold`), and why. */
+    const held = new Map<DatabaseId, string>()
+    const refuseHeld = (id: DatabaseId, reason: string) =>
+      new ActivationError({ databaseId: id, cause: `the database is ${reason} by an operator`, held: reason })
     // Added after the RcMap, so it runs before the RcMap closes every database.
     yield* Effect.addFinalizer(() => Effect.sync(() => (shuttingDown = true)))
 
@@ -462,6 +484,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const id = idOf(databaseKey)
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
+        const holding = held.get(id)
+        if (holding !== undefined) return Effect.fail(refuseHeld(id, holding))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
           const entry = leaseOpen(id, elapsedMillis(clock))
           if (entry === undefined) return restore(activateSlow(id))
@@ -484,6 +508,8 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         const id = idOf(databaseKey)
         const known = faults.get(id)
         if (known) return Effect.fail(refuse(id, known))
+        const holding = held.get(id)
+        if (holding !== undefined) return Effect.fail(refuseHeld(id, holding))
         return Effect.clockWith((clock) => Effect.uninterruptibleMask((restore) => {
           const entry = leaseOpen(id, elapsedMillis(clock))
           if (entry === undefined) return restore(Effect.scoped(Effect.flatMap(activate(databaseKey), f)))
@@ -519,10 +545,61 @@ export class Databases extends Effect.Service<Databases>()("@cairn/store/Databas
         return Effect.zipRight(discard(id), Effect.as(Deferred.await(entry.closed), entry.activated !== undefined))
       })
 
+    /**
+     * Holds database `id` for an operator's action for the current scope: new calls are refused
+     * (`ActivationError` with `held`, a retryable 503), it closes here once its users let go, and
+     * this answers once it has closed (whether it was open). Refused when another action holds it.
+     */
+    const hold = (id: DatabaseId, reason: string): Effect.Effect<boolean, ActivationError, Scope.Scope> =>
+      Effect.uninterruptible(
+        Effect.suspend(() => {
+          const holding = held.get(id)
+          if (holding !== undefined) return Effect.fail(refuseHeld(id, holding))
+          held.set(id, reason)
+          return Effect.zipRight(Effect.addFinalizer(() => Effect.sync(() => held.delete(id))), release(id))
+        })
+      )
+
+    /** Forgets the fault of database `id` (its file repaired): its next call checks the file again. Answers the fault cleared. */
+    const clearFault = (id: DatabaseId): Effect.Effect<StorageFault | undefined> =>
+      Effect.sync(() => {
+        const known = faults.get(id)
+        faults.delete(id)
+        return known
+      })
+
+    /**
+     * Opens database `id` as a call would (every check of its file), then lets it go: whether it
+     * serves now. A fault it finds is recorded as any other (`report`).
+     */
+    const probe = (id: DatabaseId): Effect.Effect<void, ActivationError> =>
+      Effect.suspend(() => {
+        const known = faults.get(id)
+        if (known) return Effect.fail(refuse(id, known))
+        const holding = held.get(id)
+        if (holding !== undefined) return Effect.fail(refuseHeld(id, holding))
+        return Effect.scoped(Effect.asVoid(activateSlow(id)))
+      })
+
+    /** What this process knows of database `id` now. */
+    const state = (id: DatabaseId): Effect.Effect<DatabaseState> =>
+      Effect.sync(() => {
+        const entry = entries.get(id)
+        return { open: entry?.activated !== undefined, users: entry?.users ?? 0, fault: faults.get(id), held: held.get(id) }
+      })
+
     return {
       activate,
       withDatabase,
       release,
+      hold,
+      clearFault,
+      probe,
+      state,
+      /** Records a fault an operator's check found (`DatabaseAdmin.check`): refused until cleared; closed once its users let go. */
+      faulted,
+      /** Ids with a recorded fault. */
+      faulty: Effect.sync(() => [...faults.keys()]),
       /**
        * Closes database `id` here once its users let go, as idle expiry would, without a fault: its
        * owner moved to another process (a cluster entity stopped here). Its next activation claims it again.

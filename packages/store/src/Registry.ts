@@ -209,6 +209,14 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
     const restored = (entry: Registration): Effect.Effect<void> =>
       Effect.flatMap(now, (updated_at) => sql.withTransaction(replace({ ...entry, updated_at }))).pipe(Effect.orDie)
 
+    const findAll = SqlSchema.findAll({
+      Request: Schema.Void,
+      Result: Registration,
+      execute: () => sql`SELECT id, install_id, created_at, position FROM ${sql(table)} ORDER BY created_at, id`
+    })
+    /** Every registered database (for the operator's listing, `DatabaseAdmin.list`). */
+    const all: Effect.Effect<ReadonlyArray<Registration>> = Effect.orDie(findAll(undefined))
+
     return {
       directory,
       lookup,
@@ -216,6 +224,7 @@ export class Registry extends Effect.Service<Registry>()("@cairn/store/Registry"
       register,
       advance,
       restored,
+      all,
       reserve,
       identify,
       /** The data directory's identity, once recorded (an older registry has none until `DataDirectory` runs). */

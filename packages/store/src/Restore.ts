@@ -44,6 +44,11 @@ export interface RestoreOptions {
   readonly log?: string | undefined
   /** Replace an existing database file (moved aside, never deleted). */
   readonly force?: boolean | undefined
+  /**
+   * The registry of the server running on `dataDir`, when it restores online (`DatabaseAdmin.restore`,
+   * the database held): absent, the restore takes the data directory's lock (the server stopped).
+   */
+  readonly registry?: Registry | undefined
 }
 
 export interface Restored {
@@ -202,7 +207,7 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
   const { databaseId, catalog } = options
   const destination = Backup.databaseFile(options.dataDir, databaseId)
   if (existsSync(destination) && !options.force) {
-    return yield* refuse(`database ${databaseId} already exists in ${options.dataDir}; stop the server and pass force to replace it (the old file is kept aside)`)
+    return yield* refuse(`database ${databaseId} already exists in ${options.dataDir}; stop the server and pass force to replace it (the old file is kept aside), or restore it online: run the server with CAIRN_METRICS_PORT set (its operator listener) and restore again`)
   }
   const found = yield* Backup.list(options.from, databaseId)
   if (found.length === 0) {
@@ -214,14 +219,14 @@ export const restore = Effect.fn("Restore.restore")(function* (options: RestoreO
   return yield* Effect.scoped(
     Effect.gen(function* () {
       // The data directory's lock, as a server holds it: never restore under a running server.
-      const registry = yield* Layer.build(Registry.Default.pipe(Layer.provide(StoreConfig.layer({ dataDir: options.dataDir })))).pipe(
+      const registry = options.registry ?? (yield* Layer.build(Registry.Default.pipe(Layer.provide(StoreConfig.layer({ dataDir: options.dataDir })))).pipe(
         Effect.map((context) => Context.get(context, Registry)),
         Effect.catchAll((error): Effect.Effect<never, RestoreRefused | RestoreError> =>
           error._tag === "DataDirectoryLocked"
             ? refuse(`another Cairn process is using ${options.dataDir}: stop the server before restoring into its data directory`)
             : Effect.fail(new RestoreError({ reason: "cannot open the data directory's registry", cause: error }))
         )
-      )
+      ))
       // The later log, if the target may lie beyond a backup.
       let log: Log | undefined
       let target: number | undefined

@@ -1,7 +1,8 @@
 /**
  * Storage faults: a registered database whose file is gone, emptied, damaged, swapped for
  * another database's file or older than what was committed. Never repaired by recreating
- * the file: the database is refused (the operator restores it) while every other one works.
+ * the file: the database is refused (the operator repairs or restores it and clears the fault,
+ * online: see `DatabaseAdmin`) while every other one works.
  */
 import { Cause, Data, Effect, Metric } from "effect"
 
@@ -14,7 +15,7 @@ export class StorageFault extends Data.TaggedError("StorageFault")<{
   readonly detail: string
 }> {
   override get message(): string {
-    return `Storage fault (${this.kind}) in database ${this.databaseId}: ${this.detail}. Nothing was recreated or overwritten; restore the file with the server stopped.`
+    return `Storage fault (${this.kind}) in database ${this.databaseId}: ${this.detail}. Nothing was recreated or overwritten; repair its file and clear the fault (cairn doctor --clear-fault), or restore it online (cairn restore), while every other database keeps serving.`
   }
 }
 

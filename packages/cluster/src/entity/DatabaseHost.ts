@@ -145,12 +145,15 @@ const build = (key: CallKey, adminKey: AdminKey) => Effect.gen(function* () {
             heldFor = holding
             return yield* calls.withPermits(allCalls)(
               Effect.gen(function* () {
-                const wasOpen = yield* databases.release(id as DatabaseId)
+                // The store's own hold (as `DatabaseAdmin` takes it embedded): no activation of this file until `act` is done.
+                const wasOpen = yield* databases.hold(id as DatabaseId, holding).pipe(
+                  Effect.mapError(() => new AdminRefused({ message: `the ${verb} was refused: another operator's action holds the database; nothing was changed` }))
+                )
                 const answer = yield* act(decoded.value, wasOpen)
                 const unavailableMillis = (yield* Clock.currentTimeMillis) - started
                 yield* Effect.logInfo(`operator's ${verb} done`).pipe(Effect.annotateLogs({ ...answer, wasOpen, unavailableMillis }))
                 return { ...answer, unavailableMillis } as A
-              })
+              }).pipe(Effect.scoped)
             ).pipe(
               Effect.uninterruptible,
               Effect.ensuring(Effect.sync(() => (heldFor = undefined)))

@@ -32,7 +32,7 @@ import * as Position from "@cairn/domain/Position"
 import { mutate } from "@cairn/store/Mutate"
 import { decodeChangesRequest, decodeSnapshotRequest } from "@cairn/sync/SyncRequestDecoder"
 import { Sync } from "@cairn/sync/Sync"
-import { Cause, Clock, Context, Effect, Option, type Scope, Stream } from "effect"
+import { Cause, Clock, Context, Effect, Option, Predicate, type Scope, Stream } from "effect"
 import { Correlation } from "./Correlation.js"
 import { DatabaseRouter } from "./DatabaseRouter.js"
 import * as EngineMetrics from "./EngineMetrics.js"
@@ -129,6 +129,10 @@ export class DataPlane extends Effect.Service<DataPlane>()("@cairn/server/DataPl
     /** The caller's database for the current scope; a failure to open it is the operator's, logged by reference. */
     const unavailable = (error: unknown) =>
       Effect.gen(function* () {
+        // Held by an operator's action (an online restore): expected, brief, and nothing to report.
+        if (Predicate.isTagged(error, "ActivationError") && typeof (error as { readonly held?: unknown }).held === "string") {
+          return yield* new Unavailable({ message: "Your database is under maintenance for a moment; nothing was applied. Retry shortly." })
+        }
         // A refusal by the deployment's rule (the database limit) says what it is; the store logged it.
         const refusal = (error as { readonly _tag?: unknown; readonly publicMessage?: unknown })._tag === "ActivationError" ? (error as ActivationError).publicMessage : undefined
         if (refusal !== undefined) return yield* new Unavailable({ message: refusal })

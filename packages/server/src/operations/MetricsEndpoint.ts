@@ -2,16 +2,21 @@
  * The operator's Prometheus endpoint: every `cairn_*` Effect metric, in the Prometheus text
  * format written by the OpenTelemetry Prometheus exporter, at `GET /metrics` on a listener of
  * its own (`CAIRN_METRICS_HOST`:`CAIRN_METRICS_PORT`, loopback by default), never on the
- * public port. Not configured, nothing listens.
+ * public port. Not configured, nothing listens. With `OperatorAdmin` provided (embedded), the same
+ * listener serves the operator's per-database actions under `/admin/` (see `OperatorAdmin`).
  */
-import { createServer, type Server } from "node:http"
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
 import { Effect, Layer, Option, Runtime } from "effect"
 import { commonJs } from "../internal/commonJs.js"
 import * as MetricsAtZero from "./MetricsAtZero.js"
+import { adminHandler, OperatorAdmin, writeCredential } from "./OperatorAdmin.js"
 import { OperatorSettings } from "./OperatorSettings.js"
+import { Settings } from "./Settings.js"
+
+type Route = (request: IncomingMessage, response: ServerResponse, path: string) => boolean
 
 const loadOtel = async () => ({
   OtelMetrics: await import("@effect/opentelemetry/Metrics"),
@@ -19,7 +24,7 @@ const loadOtel = async () => ({
   PrometheusExporter: commonJs(await import("@opentelemetry/exporter-prometheus")).PrometheusExporter
 })
 
-const listen = (host: string, port: number, exporter: PrometheusExporter) =>
+const listen = (host: string, port: number, exporter: PrometheusExporter, routes: { admin?: Route }) =>
   Effect.acquireRelease(
     Effect.flatMap(Effect.runtime<never>(), (runtime) => Effect.async<Server, Error>((resume) => {
       const server = createServer((request, response) => {
@@ -28,7 +33,8 @@ const listen = (host: string, port: number, exporter: PrometheusExporter) =>
           exporter.getMetricsRequestHandler(request, response)
           return
         }
-        response.writeHead(404, { "content-type": "text/plain" }).end("Only GET /metrics is served here.\n")
+        if (routes.admin?.(request, response, path ?? "")) return
+        response.writeHead(404, { "content-type": "text/plain" }).end("Only GET /metrics (and the operator's /admin/ actions) is served here.\n")
       })
       let listening = false
       // Before listening, a failure to start; after, logged: an unheard 'error' would exit the process.
@@ -79,12 +85,20 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
                 }))
             }
             yield* OtelMetrics.registerProducer(producer, () => exporter)
-            const server = yield* listen(host, port, exporter).pipe(
+            const routes: { admin?: Route } = {}
+            const server = yield* listen(host, port, exporter, routes).pipe(
               Effect.mapError((error) => new Error(`the metrics listener cannot bind ${host}:${port} (${error.message})`)),
               Effect.orDie
             )
             const bound = server.address() as AddressInfo
-            yield* Effect.logInfo(`Cairn metrics at http://${host.includes(":") ? `[${host}]` : host}:${bound.port}/metrics`)
+            const url = `http://${host.includes(":") ? `[${host}]` : host}:${bound.port}`
+            yield* Effect.logInfo(`Cairn metrics at ${url}/metrics`)
+            const admin = yield* Effect.serviceOption(OperatorAdmin)
+            if (Option.isSome(admin)) {
+              const { dataDir } = yield* Settings
+              const credential = yield* writeCredential(dataDir, url)
+              routes.admin = adminHandler(admin.value, credential.token, yield* Effect.runtime<never>())
+            }
           })
         ).pipe(Layer.provide(Resource.layer({ serviceName: "cairn" })))))
     })
