@@ -127,7 +127,8 @@ export const ResnapshotReason = Schema.Literal(
   "history_compacted",
   "catalog_changed",
   "access_changed",
-  "cursor_mismatch"
+  "cursor_mismatch",
+  "too_far_behind"
 )
 export type ResnapshotReason = typeof ResnapshotReason.Type
 
@@ -144,7 +145,8 @@ export const resnapshotMessages: Readonly<Record<ResnapshotReason, string>> = {
   history_compacted: "The change history after this cursor is no longer retained; discard local data and take a new snapshot.",
   catalog_changed: "A definition this scope relies on changed incompatibly since this cursor; discard local data and take a new snapshot.",
   access_changed: "Your access changed since this cursor; discard local data and take a new snapshot.",
-  cursor_mismatch: "This cursor does not belong to this caller, database or scope; discard local data and take a new snapshot."
+  cursor_mismatch: "This cursor does not belong to this caller, database or scope; discard local data and take a new snapshot.",
+  too_far_behind: "This cursor is further behind than one catch-up may replay for this scope; discard local data and take a new snapshot."
 }
 
 export const resnapshot = (reason: ResnapshotReason): Resnapshot => ({

@@ -92,7 +92,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             let after = continuation?.after ?? null
             const records: Array<SyncRecord> = []
             let bytes = 0
-            while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes) {
+            // The page's work budget, the queries' rows-examined notion: a scope few rows match ends
+            // its page early (short, even empty) after the last row examined, and goes on from there.
+            let examined = 0
+            while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes && examined < limits.maxRowsExamined) {
               const scopeEntry = scope.entries[entry]!
               const part = yield* readPage({
                 catalog: view.catalog,
@@ -100,8 +103,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
                 entry: scopeEntry,
                 after,
                 maxRecords: config.pageRows - records.length,
-                maxBytes: config.pageBytes - bytes
+                maxBytes: config.pageBytes - bytes,
+                maxExamined: limits.maxRowsExamined - examined
               })
+              examined += part.examined
               if (since.length > 0) {
                 // This part covers the ids after `after` up to its last id (to the end when exhausted).
                 const lower = after
