@@ -78,6 +78,8 @@ export interface Subscriber {
   /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
   readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
   readonly checkpointAt: (position: number) => SyncCheckpoint
+  /** The token the stream was opened with has expired: nothing more is written to it directly. */
+  readonly expired: () => boolean
 }
 
 /** What a stream is sent of a range is a function of its catalog, scope and access (and the state): streams of one kind share it. */
@@ -90,6 +92,7 @@ export const subscriber = (options: {
   readonly subject: string
   readonly checkpoints: { readonly at: (position: number) => SyncCheckpoint; readonly json: (position: number) => string }
   readonly sink: SyncLiveSink.Sink | undefined
+  readonly expired?: () => boolean
 }): Subscriber => {
   const { checkpoints, scope, sink, subject, view } = options
   const kind = kindOf(view, scope)
@@ -104,7 +107,8 @@ export const subscriber = (options: {
     narrowing: narrowingOf(view.catalog, scope),
     splits: !readsThrough(scope),
     direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json },
-    checkpointAt: checkpoints.at
+    checkpointAt: checkpoints.at,
+    expired: options.expired ?? (() => false)
   }
 }
 
@@ -325,7 +329,7 @@ export const make = (database: ReadableDatabase, config: SyncConfigShape): Effec
         const deliver = (waiter: Waiter, value: Replayed) => {
           if (waiter.gone) return
           const result = value.result
-          if (waiter.direct !== undefined && result._tag === "Changes") {
+          if (waiter.direct !== undefined && result._tag === "Changes" && !waiter.expired()) {
             value.encoded ??= syncChangesJson(result.changes)
             if (waiter.direct.sink.offer(syncBatchJson(value.encoded, waiter.direct.checkpointJson(last)))) {
               // Sent: the stream stays in the hub, one commit further.
