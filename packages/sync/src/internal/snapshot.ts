@@ -69,13 +69,14 @@ export const readPage = (options: PageOptions): Effect.Effect<EntityPage, SqlErr
     }
     // Fewer records than asked: either the window reached the table's end, or the work budget
     // ran out first; then the part ends after the window's last id (an index-only read).
-    const edge = yield* options.reader.unsafe<{ readonly id: string }>(
-      `SELECT "id" FROM ${table}${seek} ORDER BY "id" LIMIT 1 OFFSET ?`,
-      [...seekParams, window - 1]
+    const edge = yield* options.reader.unsafe<{ readonly n: number; readonly last: string | null }>(
+      `SELECT count(*) AS n, max("id") AS last FROM (SELECT "id" FROM ${table}${seek} ORDER BY "id" LIMIT ?)`,
+      [...seekParams, window]
     )
-    const windowEnd = edge[0]?.id
-    if (windowEnd === undefined) {
-      return { records, bytes, last: records.length > 0 ? records[records.length - 1]!.id : options.after, exhausted: true, examined: window }
+    const examined = Number(edge[0]?.n ?? 0)
+    const windowEnd = edge[0]?.last ?? undefined
+    if (examined < window || windowEnd === undefined) {
+      return { records, bytes, last: records.length > 0 ? records[records.length - 1]!.id : options.after, exhausted: true, examined }
     }
-    return { records, bytes, last: windowEnd, exhausted: false, examined: window }
+    return { records, bytes, last: windowEnd, exhausted: false, examined }
   })
