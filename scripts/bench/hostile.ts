@@ -3,7 +3,9 @@
  * The server runs as `npm start` runs it, in its own process; while one hostile request
  * at a time is in flight (each under the body limit: 40,000 malformed select entries,
  * 450,000 invalid describe kinds, 10,000-deep nesting, 100,000 keys, a 1 MB string, on
- * RPC, MCP and sync), a second connection polls `/health` and records its latency. The
+ * RPC, MCP and sync; a sync snapshot page under a scope on an unindexed field of a big table;
+ * a catch-up under a policy that reads other rows, one batch short of its bound and past it),
+ * a second connection polls `/health` and records its latency. The
  * baseline is the same poll while ordinary requests of the same size run. Prints
  * `hostile: worst_stall_ms=<n> baseline_ms=<n> worst=<request>` (target: under 50 ms).
  */
@@ -11,13 +13,20 @@ import { type ChildProcess, spawn } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { ConfigProvider, Effect } from "effect"
+import { ConfigProvider, Effect, ManagedRuntime } from "effect"
+import { CairnClient } from "@cairn/client/CairnClient"
+import { tracker } from "@cairn/client/generated/tracker"
 import { devIssuer, signDevToken } from "@cairn/devauth/DevIssuer"
 import { accessScopes } from "@cairn/domain/AccessScope"
 import { Settings, settingsConfig } from "@cairn/server/operations/Settings"
 import { freePort } from "@cairn/testkit/freePort"
+import { defaults as syncDefaults } from "@cairn/sync/SyncConfig"
 
 const ROUNDS = 3
+/** Rows of the big table the sync snapshot shape scans (more than one page's work budget, 10,000). */
+const TABLE_ROWS = Number(process.env["CAIRN_BENCH_HOSTILE_ROWS"] ?? 12_000)
+/** Commits a cross-row catch-up replays in one batch: one short of its bound (`CAIRN_SYNC_MAX_BATCH_COMMITS`). */
+const CATCH_UP = Number(process.env["CAIRN_SYNC_MAX_BATCH_COMMITS"] ?? syncDefaults.maxBatchCommits) - 1
 
 const waitHealthy = async (base: string) => {
   for (let i = 0; i < 600; i++) {
@@ -102,6 +111,47 @@ export const run = async () => {
     const deep = `{"browse":${"[".repeat(10_000)}1${"]".repeat(10_000)}}`
     const keys = `{"browse":{${Array.from({ length: 100_000 }, (_, i) => `"k${i}":0`).join(",")}}}`
     const long = `{"search":"${"x".repeat(1_000_000)}"}`
+    // The sync shapes: mallory's project holds a big table of tasks (its policy reads the membership).
+    const client = ManagedRuntime.make(CairnClient.layerFetch({ baseUrl: base, token: db }))
+    const as = <A, E>(call: Effect.Effect<A, E, CairnClient>) => client.runPromise(Effect.orDie(call))
+    const project = (await as(tracker.Project.create({ input: { name: "Haystack" } }))).output.id
+    const ids: Array<string> = []
+    for (let i = 0; i < TABLE_ROWS; i += 16) {
+      const made = await Promise.all(
+        Array.from({ length: Math.min(16, TABLE_ROWS - i) }, (_, j) => as(tracker.Task.create({ input: { projectId: project, title: `hay ${i + j}` } })))
+      )
+      for (const m of made) ids.push(m.output.id)
+    }
+    const needles = `{"entities":[{"from":{"kind":"entity","name":"Task"},"where":{"op":"eq","path":["title"],"value":"needle"}}]}`
+    const tasks = `{"entities":[{"from":{"kind":"entity","name":"Task"}}]}`
+    /** The checkpoint of a whole snapshot of `scope`, now. */
+    const checkpoint = async (scope: string): Promise<string> => {
+      let after: string | undefined
+      for (;;) {
+        const text = await fetch(`${base}/db/sync`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${db}`, "content-type": "application/ndjson" },
+          body: rpcBody("SyncSnapshot", `{"scope":${scope}${after === undefined ? "" : `,"after":${JSON.stringify(after)}`}}`) + "\n"
+        }).then((r) => r.text())
+        const exit = text.split("\n").filter((l) => l !== "").map((l) => JSON.parse(l)).find((m) => m._tag === "Exit")
+        const page = exit.exit.value as { next?: string; checkpoint?: { cursor: string } }
+        if (page.checkpoint !== undefined) return page.checkpoint.cursor
+        after = page.next
+      }
+    }
+    const far = await checkpoint(tasks)
+    const renames = async (count: number) => {
+      for (let i = 0; i < count; i += 16) {
+        await Promise.all(
+          Array.from({ length: Math.min(16, count - i) }, (_, j) => as(tracker.Task.rename({ target: ids[(i + j) % ids.length]!, input: { title: `renamed ${i + j}` } })))
+        )
+      }
+    }
+    await renames(Math.ceil(CATCH_UP / 2))
+    const near = await checkpoint(tasks)
+    await renames(CATCH_UP)
+    const changes = (cursor: string) => rpcBody("SyncChanges", `{"scope":${tasks},"cursor":${JSON.stringify(cursor)},"live":false}`) + "\n"
+
     const hostile: ReadonlyArray<readonly [string, () => Promise<unknown>]> = [
       ["rpc-select-40k", () => post("/db/rpc", db, rpcBody("Query", malformedSelect))],
       ["rpc-kinds-450k", () => post("/db/rpc", db, rpcBody("Describe", kinds))],
@@ -112,7 +162,10 @@ export const run = async () => {
       ["mcp-kinds-450k", () => post("/mcp", mcp, mcpBody("describe", kinds))],
       ["mcp-deep-10k", () => post("/mcp", mcp, mcpBody("describe", deep))],
       ["sync-deep-10k", () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${deep}}`) + "\n", "application/ndjson")],
-      ["sync-keys-100k", () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${keys}}`) + "\n", "application/ndjson")]
+      ["sync-keys-100k", () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${keys}}`) + "\n", "application/ndjson")],
+      [`sync-snapshot-unindexed-${TABLE_ROWS}`, () => post("/db/sync", db, rpcBody("SyncSnapshot", `{"scope":${needles}}`) + "\n", "application/ndjson")],
+      [`sync-catch-up-cross-row-${CATCH_UP}`, () => post("/db/sync", db, changes(near), "application/ndjson")],
+      [`sync-catch-up-cross-row-${Math.ceil(CATCH_UP / 2) + CATCH_UP}`, () => post("/db/sync", db, changes(far), "application/ndjson")]
     ]
     // Ordinary requests of comparable size: a valid describe with a long search text.
     const ordinary = `{"search":"${"task ".repeat(1_000)}"}`

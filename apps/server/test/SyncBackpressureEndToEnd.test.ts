@@ -27,7 +27,9 @@ const MiB = 1024 * 1024
 const everything: SyncScope = {
   entities: ["Project", "Member", "Task", "Comment", "Label"].map((name) => ({ from: { kind: "entity" as const, name } }))
 }
-const alice: Who = { sub: "alice", org: "acme" }
+// An admin's scope reads every row by its own fields, so a stream far behind catches up in bounded
+// batches (under a policy that reads other rows it would be sent a `too_far_behind` resnapshot).
+const reader: Who = { sub: "erin", org: "acme", roles: ["admin"] }
 
 /** Bytes the server process holds in JS objects and buffers, after a full collection. */
 const heldMemory = Effect.sync(() => {
@@ -40,6 +42,8 @@ const heldMemory = Effect.sync(() => {
 type Local = Map<string, Readonly<Record<string, unknown>>>
 
 const apply = (local: Local, message: SyncMessage) => {
+  // The server's last word on a stream it ended (`SyncEnd`): nothing to apply.
+  if (message._tag === "SyncEnd") return
   assert.strictEqual(message._tag, "SyncBatch")
   if (message._tag !== "SyncBatch") return
   for (const change of message.changes) {
@@ -78,6 +82,10 @@ interface Read {
   readonly ended: "Success" | "Failure" | undefined
   readonly lastPosition: number | undefined
   readonly lastCursor: string | undefined
+  /** The stream's final `SyncEnd`, if it sent one. */
+  readonly end: SyncMessage | undefined
+  /** The response ended cleanly (its last byte and the end of its body arrived), not cut. */
+  readonly clean: boolean
 }
 
 /** Reads a paused response's messages into `local` until `caughtUp` or the end of the stream. */
@@ -87,12 +95,14 @@ const readInto = (res: IncomingMessage, local: Local, caughtUp: (position: numbe
     let lastPosition: number | undefined
     let lastCursor: string | undefined
     let ended: Read["ended"]
+    let end: SyncMessage | undefined
+    let clean = false
     let settled = false
     const settle = () => {
       if (settled) return
       settled = true
       res.destroy()
-      resume(Effect.succeed({ ended, lastPosition, lastCursor }))
+      resume(Effect.succeed({ ended, lastPosition, lastCursor, end, clean }))
     }
     res.setEncoding("utf8")
     res.on("data", (data: string) => {
@@ -106,6 +116,7 @@ const readInto = (res: IncomingMessage, local: Local, caughtUp: (position: numbe
         if (message._tag !== "Chunk") continue
         for (const value of message.values as ReadonlyArray<SyncMessage>) {
           apply(local, value)
+          if (value._tag === "SyncEnd") end = value
           if (value._tag === "SyncBatch") {
             lastPosition = Position.decode(value.checkpoint.position)
             lastCursor = value.checkpoint.cursor
@@ -114,7 +125,10 @@ const readInto = (res: IncomingMessage, local: Local, caughtUp: (position: numbe
         if (lastPosition !== undefined && caughtUp(lastPosition)) return settle()
       }
     })
-    res.on("end", settle)
+    res.on("end", () => {
+      clean = res.complete
+      settle()
+    })
     res.on("error", settle)
     res.on("close", settle)
     res.resume()
@@ -122,10 +136,10 @@ const readInto = (res: IncomingMessage, local: Local, caughtUp: (position: numbe
 
 const localFile = (name: string) => join(mkdtempSync(join(tmpdir(), "cairn-sync-bp-")), `${name}.sqlite`)
 
-/** What a fresh snapshot of `everything` holds for alice now, with its position: the oracle. */
+/** What a fresh snapshot of `everything` holds for the reader now, with its position: the oracle. */
 const oracle = (app: Running) =>
   Effect.gen(function* () {
-    const token = yield* app.token(alice)
+    const token = yield* app.token(reader)
     const rpc = yield* SyncClient.http({ url: `${app.base}/db/sync`, token: Effect.succeed(token) })
     const fresh = yield* SyncClient.make({ file: localFile("oracle"), scope: everything, rpc })
     yield* fresh.syncOnce
@@ -133,10 +147,10 @@ const oracle = (app: Running) =>
     return { records: yield* fresh.store.dump, position: Position.decode(checkpoint.position)! }
   }).pipe(Effect.scoped)
 
-/** Alice's project and task, and the snapshot (records and cursor) every stream starts from. */
+/** The reader's project and task, and the snapshot (records and cursor) every stream starts from. */
 const seed = (app: Running) =>
   Effect.gen(function* () {
-    const token = yield* app.token(alice)
+    const token = yield* app.token(reader)
     const as = app.as(token)
     const project = (yield* as(tracker.Project.create({ input: { name: "Apollo" } }))).output.id
     const task = (yield* as(tracker.Task.create({ input: { projectId: project, title: "Launch" } }))).output.id
@@ -229,6 +243,41 @@ describe("sync backpressure through the real server", () => {
         assert.notStrictEqual(read.ended, "Failure")
 
         // The last checkpoint the reader received still holds (or its first cursor, if none arrived).
+        const again = yield* openPaused(app, token, read.lastCursor ?? cursor, false)
+        const resumed = yield* readInto(again, local, () => false)
+        assert.strictEqual(resumed.ended, "Success")
+        assert.strictEqual(resumed.lastPosition, expected.position)
+        assert.deepStrictEqual(sorted(local), sorted(expected.records))
+      }),
+    120_000
+  )
+
+  it.scopedLive(
+    "a slow reader past its stall time gets a final SyncEnd (slow_reader) frame and a clean close, then resumes from its last checkpoint",
+    () =>
+      Effect.gen(function* () {
+        const stallMs = 1_000
+        const app = yield* startApp({ env: { CAIRN_SYNC_STREAM_BUFFER_BYTES: String(256 * 1024), CAIRN_SYNC_STREAM_STALL_MS: String(stallMs) } })
+        const { as, cursor, start, task, token } = yield* seed(app)
+        // 10 MiB committed before the stream opens: more than the socket buffers of both kernels and
+        // the bound hold, so the paused stream fills them at once and stalls.
+        yield* comment(as, task, 1_000)
+        const expected = yield* oracle(app)
+        const res = yield* openPaused(app, token, cursor, true)
+        // Past the stall time (the stream ends), within the next one (the reader is slow, not gone).
+        yield* Effect.sleep(stallMs * 1.5)
+
+        const local: Local = new Map(start)
+        const read = yield* readInto(res, local, () => false)
+        assert.deepStrictEqual(read.end, {
+          _tag: "SyncEnd",
+          reason: "slow_reader",
+          message: "This stream waited too long for its reader; resume from your last checkpoint."
+        })
+        assert.strictEqual(read.ended, "Success", "the RPC exit follows the final frame")
+        assert.isTrue(read.clean, "the response ends cleanly, not with a reset")
+        assert.isBelow(read.lastPosition ?? 0, expected.position, "the stream ended behind, not caught up")
+
         const again = yield* openPaused(app, token, read.lastCursor ?? cursor, false)
         const resumed = yield* readInto(again, local, () => false)
         assert.strictEqual(resumed.ended, "Success")

@@ -57,6 +57,8 @@ export const scopeKey = (scope: SyncScope): string =>
 export const storageKey = (options: Pick<SyncLoopOptions, "scope" | "identityKey">): string =>
   options.identityKey === undefined ? scopeKey(options.scope) : `${scopeKey(options.scope)}#${options.identityKey}`
 
+type Outcome = "resnapshot" | "resume" | "ended"
+
 const sameIdentity = (a: SyncCheckpoint, b: SyncCheckpoint) => a.subject === b.subject && a.database === b.database
 
 export const make = <E>(store: LocalStore<E>, options: SyncLoopOptions) =>
@@ -121,29 +123,31 @@ export const make = <E>(store: LocalStore<E>, options: SyncLoopOptions) =>
     })
 
     /**
-     * Follows one changes stream. Returns `true` when a resnapshot is needed, `false`
-     * when the stream ended (caught up, non-live).
+     * Follows one changes stream. Answers `"resnapshot"` when a resnapshot is needed, `"resume"`
+     * when the server ended the stream to be resumed from the durable cursor (`SyncEnd`: its token
+     * expired, or the reader was too slow), `"ended"` when the stream ended (caught up, non-live).
      */
     const follow = (from: SyncCheckpoint, live: boolean) =>
       Effect.gen(function* () {
         const current = yield* Ref.make(from)
         const handle = (message: SyncMessage) =>
           Effect.gen(function* () {
-            if (message._tag === "Resnapshot") return true
+            if (message._tag === "Resnapshot") return "resnapshot" as const
+            if (message._tag === "SyncEnd") return "resume" as const
             const batch: SyncBatch = message
             const stored = yield* Ref.get(current)
             // Never merge facts from another principal or database into the stored ones.
-            if (!sameIdentity(stored, batch.checkpoint)) return true
+            if (!sameIdentity(stored, batch.checkpoint)) return "resnapshot" as const
             yield* store.apply(batch.changes, batch.checkpoint)
             yield* Ref.set(current, batch.checkpoint)
             yield* confirm(batch.checkpoint)
-            return false
+            return undefined
           })
         return yield* options.rpc.SyncChanges({ scope: options.scope, cursor: from.cursor, live }).pipe(
           Stream.mapEffect(handle),
-          Stream.takeUntil((again) => again),
+          Stream.takeUntil((outcome) => outcome !== undefined),
           Stream.runLast,
-          Effect.map((last) => Option.getOrElse(last, () => false))
+          Effect.map((last): Outcome => Option.getOrUndefined(last) ?? "ended")
         )
       })
 
@@ -151,8 +155,11 @@ export const make = <E>(store: LocalStore<E>, options: SyncLoopOptions) =>
       Effect.gen(function* () {
         for (;;) {
           const from = yield* startingPoint
-          const again = yield* follow(from, live)
-          if (!again) return
+          const outcome = yield* follow(from, live)
+          if (outcome === "ended") return
+          // Resumed at once from the durable cursor, with the token source's current token (read per request):
+          // the same view resumes without a resnapshot; a changed one gets the server's resnapshot.
+          if (outcome === "resume") continue
           // Discard first: nothing of the old view stays visible while the new one arrives.
           yield* forget
           yield* SubscriptionRef.update(status, (s) => ({ ...s, resnapshots: s.resnapshots + 1 }))

@@ -127,7 +127,8 @@ export const ResnapshotReason = Schema.Literal(
   "history_compacted",
   "catalog_changed",
   "access_changed",
-  "cursor_mismatch"
+  "cursor_mismatch",
+  "too_far_behind"
 )
 export type ResnapshotReason = typeof ResnapshotReason.Type
 
@@ -137,14 +138,38 @@ export const Resnapshot = Schema.TaggedStruct("Resnapshot", {
 })
 export type Resnapshot = typeof Resnapshot.Type
 
-export const SyncMessage = Schema.Union(SyncBatch, Resnapshot).annotations({ identifier: "SyncMessage" })
+/**
+ * Why the server ended a changes stream that the client should resume, with no data discarded:
+ * `invalid_token` (OAuth's code, RFC 6750) when the access token the stream was opened with
+ * expired: get a new one from the token source, then resume; `slow_reader` when the reader
+ * stayed behind past the stream's stall bound: resume. Either way from the last checkpoint.
+ */
+export const SyncEndReason = Schema.Literal("invalid_token", "slow_reader")
+export type SyncEndReason = typeof SyncEndReason.Type
+
+/** The last message of a changes stream the server ended: resume from the last checkpoint received. */
+export const SyncEnd = Schema.TaggedStruct("SyncEnd", {
+  reason: SyncEndReason,
+  message: Schema.String
+})
+export type SyncEnd = typeof SyncEnd.Type
+
+export const syncEndMessages: Readonly<Record<SyncEndReason, string>> = {
+  invalid_token: "The access token this stream was opened with expired; get a new token and resume from your last checkpoint.",
+  slow_reader: "This stream waited too long for its reader; resume from your last checkpoint."
+}
+
+export const syncEnd = (reason: SyncEndReason): SyncEnd => ({ _tag: "SyncEnd", reason, message: syncEndMessages[reason] })
+
+export const SyncMessage = Schema.Union(SyncBatch, Resnapshot, SyncEnd).annotations({ identifier: "SyncMessage" })
 export type SyncMessage = typeof SyncMessage.Type
 
 export const resnapshotMessages: Readonly<Record<ResnapshotReason, string>> = {
   history_compacted: "The change history after this cursor is no longer retained; discard local data and take a new snapshot.",
   catalog_changed: "A definition this scope relies on changed incompatibly since this cursor; discard local data and take a new snapshot.",
   access_changed: "Your access changed since this cursor; discard local data and take a new snapshot.",
-  cursor_mismatch: "This cursor does not belong to this caller, database or scope; discard local data and take a new snapshot."
+  cursor_mismatch: "This cursor does not belong to this caller, database or scope; discard local data and take a new snapshot.",
+  too_far_behind: "This cursor is further behind than one catch-up may replay for this scope; discard local data and take a new snapshot."
 }
 
 export const resnapshot = (reason: ResnapshotReason): Resnapshot => ({

@@ -28,9 +28,11 @@
  *    pace. A stream that ended is marked `gone` first, so a round never writes to it again.
  * 7. A stream that fell behind (paused by its socket, or resumed from an old cursor) whose range
  *    exceeds one batch is not served by the round: it is sent away with no answer and catches up
- *    in its own bounded batches (`batch`: at most `maxBatchBytes` of stored changes each, each read
- *    in its own transaction, shared by the streams catching up from one position), then waits in
- *    the hub again. A slow stream never makes a round read or hold more than one batch's worth.
+ *    in its own bounded batches (`batch`: at most `maxBatchBytes` of stored changes and
+ *    `maxBatchCommits` commits each, each read in its own transaction, shared by the streams catching
+ *    up from one position), then waits in the hub again; one whose range must be decided whole (its
+ *    policy reads other rows) is sent a resnapshot instead. A slow stream never makes a round read or
+ *    hold more than one batch's worth.
  * 8. When the database's last stream ends, the `RcMap` entry's scope closes: the watcher and the
  *    worker are interrupted, and the caches, fields of this hub, go with it.
  */
@@ -76,6 +78,8 @@ export interface Subscriber {
   /** With a transport's sink, the hub writes each batch itself while the sink takes it. */
   readonly direct: { readonly sink: SyncLiveSink.Sink; readonly checkpointJson: (position: number) => string } | undefined
   readonly checkpointAt: (position: number) => SyncCheckpoint
+  /** The token the stream was opened with has expired: nothing more is written to it directly. */
+  readonly expired: () => boolean
 }
 
 /** What a stream is sent of a range is a function of its catalog, scope and access (and the state): streams of one kind share it. */
@@ -88,6 +92,7 @@ export const subscriber = (options: {
   readonly subject: string
   readonly checkpoints: { readonly at: (position: number) => SyncCheckpoint; readonly json: (position: number) => string }
   readonly sink: SyncLiveSink.Sink | undefined
+  readonly expired?: () => boolean
 }): Subscriber => {
   const { checkpoints, scope, sink, subject, view } = options
   const kind = kindOf(view, scope)
@@ -102,7 +107,8 @@ export const subscriber = (options: {
     narrowing: narrowingOf(view.catalog, scope),
     splits: !readsThrough(scope),
     direct: sink === undefined ? undefined : { sink, checkpointJson: checkpoints.json },
-    checkpointAt: checkpoints.at
+    checkpointAt: checkpoints.at,
+    expired: options.expired ?? (() => false)
   }
 }
 
@@ -198,7 +204,10 @@ export const make = (database: ReadableDatabase, config: SyncConfigShape): Effec
             const refused = checked(position, last, watermark)
             if (refused !== undefined) return refuse(refused, position)
             const tip = upTo === undefined || !splits ? last : Math.min(upTo, last)
-            const end = splits ? yield* Log.batchEnd(reader, position, tip, config.maxBatchBytes) : tip
+            // A batch replays at most `maxBatchCommits` commits and `maxBatchBytes` of their changes (one larger commit alone).
+            const end = Math.min(yield* Log.batchEnd(reader, position, tip, config.maxBatchBytes), position + config.maxBatchCommits)
+            // A range that must be decided whole (see `readsThrough`) and exceeds one batch is not replayed: resnapshot.
+            if (!splits && end < tip) return refuse("too_far_behind", position)
             // Keyed by the range the batch really covers: streams catching up from one position share it.
             const range = rangeKey(position, end)
             const known = recall(range, kind)
@@ -294,28 +303,20 @@ export const make = (database: ReadableDatabase, config: SyncConfigShape): Effec
           if (waiter.position < from) from = waiter.position
         }
         if (byPosition.size === 0) return
-        // A waiter that splits and whose range would exceed one batch (it fell behind, e.g. paused by
-        // its socket) reads its own bounded batches (`batch`) until it is at the tip again. At the tip
-        // (one commit behind, or no stream that splits behind) nothing more is read.
-        let splitFrom = last - 1
-        for (const waiter of taken) if (waiter.splits && waiter.position < splitFrom && !answers.has(waiter)) splitFrom = waiter.position
-        if (splitFrom < last - 1) {
-          const nearest = Math.min(yield* Log.fittingFrom(reader, splitFrom, last, config.maxBatchBytes), last) - 1
-          if (splitFrom < nearest) {
+        // A waiter whose range would exceed one batch (it fell behind, e.g. paused by its socket, or its
+        // cursor is old) is not served by the round: it reads its own bounded batches (`batch`) until it
+        // is at the tip again, or, when its range must be decided whole, is sent a resnapshot there. At
+        // the tip (one commit behind) nothing more is read, so a round replays at most one batch's worth.
+        let lowest = last - 1
+        for (const waiter of taken) if (waiter.position < lowest && !answers.has(waiter)) lowest = waiter.position
+        if (lowest < last - 1) {
+          const fitting = Math.min(yield* Log.fittingFrom(reader, lowest, last, config.maxBatchBytes), last) - 1
+          const nearest = Math.max(fitting, last - config.maxBatchCommits)
+          if (lowest < nearest) {
             from = last
-            for (const [position, kinds] of byPosition) {
-              if (position < nearest) {
-                for (const [group, members] of kinds) {
-                  const kept = members.filter((waiter) => !waiter.splits)
-                  if (kept.length === 0) kinds.delete(group)
-                  else kinds.set(group, kept)
-                }
-                if (kinds.size === 0) {
-                  byPosition.delete(position)
-                  continue
-                }
-              }
-              if (position < from) from = position
+            for (const position of [...byPosition.keys()]) {
+              if (position < nearest) byPosition.delete(position)
+              else if (position < from) from = position
             }
             if (byPosition.size === 0) return
           }
@@ -328,7 +329,7 @@ export const make = (database: ReadableDatabase, config: SyncConfigShape): Effec
         const deliver = (waiter: Waiter, value: Replayed) => {
           if (waiter.gone) return
           const result = value.result
-          if (waiter.direct !== undefined && result._tag === "Changes") {
+          if (waiter.direct !== undefined && result._tag === "Changes" && !waiter.expired()) {
             value.encoded ??= syncChangesJson(result.changes)
             if (waiter.direct.sink.offer(syncBatchJson(value.encoded, waiter.direct.checkpointJson(last)))) {
               // Sent: the stream stays in the hub, one commit further.

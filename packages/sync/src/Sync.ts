@@ -7,14 +7,14 @@ import * as CatalogVersion from "@cairn/catalog/CatalogVersion"
 import { Sealer } from "@cairn/catalog/Sealer"
 import { type View } from "@cairn/catalog/View"
 import { InvalidQuery, type PublicError, QueryBudgetExceeded } from "@cairn/domain/PublicError"
-import { type ChangesRequest, resnapshot, type SnapshotPage, type SnapshotRequest, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
+import { type ChangesRequest, resnapshot, type SnapshotPage, type SnapshotRequest, syncEnd, type SyncMessage, type SyncRecord } from "@cairn/domain/Sync"
 import { type Principal } from "@cairn/domain/Principal"
 import { hotSpan } from "@cairn/domain/HotSpan"
 import { type DatabaseId } from "@cairn/domain/Ids"
 import { QueryLimits } from "@cairn/query/QueryLimits"
 import { Log } from "@cairn/store"
 import { type ReadableDatabase } from "@cairn/store/Database"
-import { Effect, Metric, Option, RcMap, Stream } from "effect"
+import { Duration, Effect, Metric, Option, RcMap, Stream } from "effect"
 import * as Hub from "./Hub.js"
 import { narrowingOf, stateAtStart } from "./internal/replay.js"
 import { type ResolvedScope, resolveScope, strip } from "./internal/scope.js"
@@ -23,6 +23,12 @@ import { SyncConfig } from "./SyncConfig.js"
 import * as SyncCursor from "./SyncCursor.js"
 import * as SyncLiveSink from "@cairn/domain/SyncLiveSink"
 import * as SyncMetrics from "./SyncMetrics.js"
+
+/** When the verified token expires (its `exp` claim, in epoch milliseconds), if it says. */
+const expiryOf = (principal: Principal): number | undefined => {
+  const exp = principal.claims["exp"]
+  return typeof exp === "number" && Number.isFinite(exp) ? exp * 1000 : undefined
+}
 
 const restartSnapshot = (why: string) =>
   new InvalidQuery({ message: `${why} Start the snapshot again without "after".` })
@@ -92,7 +98,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
             let after = continuation?.after ?? null
             const records: Array<SyncRecord> = []
             let bytes = 0
-            while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes) {
+            // The page's work budget, the queries' rows-examined notion: a scope few rows match ends
+            // its page early (short, even empty) after the last row examined, and goes on from there.
+            let examined = 0
+            while (entry < scope.entries.length && records.length < config.pageRows && bytes < config.pageBytes && examined < limits.maxRowsExamined) {
               const scopeEntry = scope.entries[entry]!
               const part = yield* readPage({
                 catalog: view.catalog,
@@ -100,8 +109,10 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
                 entry: scopeEntry,
                 after,
                 maxRecords: config.pageRows - records.length,
-                maxBytes: config.pageBytes - bytes
+                maxBytes: config.pageBytes - bytes,
+                maxExamined: limits.maxRowsExamined - examined
               })
+              examined += part.examined
               if (since.length > 0) {
                 // This part covers the ids after `after` up to its last id (to the end when exhausted).
                 const lower = after
@@ -190,7 +201,12 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
           const hub = yield* RcMap.get(hubs, database)
           const sink = Option.getOrUndefined(yield* Effect.serviceOption(SyncLiveSink.SyncLiveSink))
           // The stream's cursors: its binding sealed once, each position MACed (see `SyncCursor.checkpointer`).
-          const subscriber = Hub.subscriber({ view, scope, subject: principal.subject, checkpoints: SyncCursor.streamCheckpoints(sealer, binding), sink })
+          // A stream ends with its token: nothing is sent on it from the token's `exp` on (the hub
+          // writes nothing directly past it either), and it ends with `SyncEnd` (`invalid_token`).
+          const clock = yield* Effect.clock
+          const expiresAt = expiryOf(principal)
+          const expired = expiresAt === undefined ? () => false : () => clock.unsafeCurrentTimeMillis() >= expiresAt
+          const subscriber = Hub.subscriber({ view, scope, subject: principal.subject, checkpoints: SyncCursor.streamCheckpoints(sealer, binding), sink, expired })
           if (live) yield* Effect.acquireRelease(Metric.increment(SyncMetrics.liveStreams), () => Metric.incrementBy(SyncMetrics.liveStreams, -1))
           /**
            * `behind`: the stream has not reached the tip, so it reads its next batch itself (without
@@ -198,9 +214,14 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
            * `live: false` stream ends, the tip when it started.
            */
           type State = { readonly position: number; readonly first: boolean; readonly behind: boolean; readonly upTo: number | undefined }
-          return Stream.paginateEffect({ position: cursor!.position, first: true, behind: true, upTo: undefined }, (state: State) =>
+          let ended = false
+          const paged = Stream.paginateEffect({ position: cursor!.position, first: true, behind: true, upTo: undefined }, (state: State) =>
             Effect.gen(function* (): Effect.fn.Return<readonly [SyncMessage, Option.Option<State>]> {
               const step = yield* hub.next(subscriber, state.position, live && !state.behind, live ? undefined : state.upTo)
+              if (expired()) {
+                ended = true
+                return [syncEnd("invalid_token"), Option.none()] as const
+              }
               if (step.message._tag === "Resnapshot") {
                 yield* SyncMetrics.countResnapshot(step.message.reason)
                 return [step.message, Option.none()] as const
@@ -210,6 +231,13 @@ export class Sync extends Effect.Service<Sync>()("@cairn/sync/Sync", {
               const behind = step.position < (live ? step.tip : upTo)
               return [step.message, live || behind ? Option.some({ position: step.position, first: false, behind, upTo }) : Option.none()] as const
             })
+          )
+          if (expiresAt === undefined) return paged
+          // Waiting for commits, the stream is ended at `exp` by the clock.
+          const untilExpiry = Effect.sleep(Duration.millis(Math.max(0, expiresAt - clock.unsafeCurrentTimeMillis())))
+          return Stream.concat(
+            Stream.interruptWhen(paged, untilExpiry),
+            Stream.suspend(() => (!ended && expired() ? Stream.make(syncEnd("invalid_token")) : Stream.empty))
           )
         })
       )

@@ -21,6 +21,12 @@ export interface SyncConfigShape {
    * commit, so a larger commit goes alone.
    */
   readonly maxBatchBytes: number
+  /**
+   * Most commits one changes batch replays, whatever their size. A stream whose policy reads
+   * other rows cannot be cut into batches (its range is decided against the state at its end):
+   * further behind than one batch (this or `maxBatchBytes`), it is sent a resnapshot.
+   */
+  readonly maxBatchCommits: number
   /** Records whose visibility one batch re-checks after an access change before resnapshotting instead. */
   readonly maxDependents: number
 }
@@ -31,6 +37,7 @@ export const defaults: SyncConfigShape = {
   maxSnapshotRows: 200_000,
   maxReplayCommits: 20_000,
   maxBatchBytes: 1024 * 1024,
+  maxBatchCommits: 1000,
   maxDependents: 512
 }
 
@@ -42,6 +49,7 @@ export const syncConfig: Config.Config<SyncConfigShape> = Config.all({
   maxSnapshotRows: positive("CAIRN_SYNC_MAX_SNAPSHOT_ROWS", defaults.maxSnapshotRows),
   maxReplayCommits: positive("CAIRN_SYNC_MAX_REPLAY_COMMITS", defaults.maxReplayCommits),
   maxBatchBytes: positive("CAIRN_SYNC_MAX_BATCH_BYTES", defaults.maxBatchBytes),
+  maxBatchCommits: positive("CAIRN_SYNC_MAX_BATCH_COMMITS", defaults.maxBatchCommits),
   maxDependents: positive("CAIRN_SYNC_MAX_DEPENDENTS", defaults.maxDependents)
 })
 

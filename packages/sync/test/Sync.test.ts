@@ -482,7 +482,7 @@ describe("changes", () => {
             const snap = yield* snapshotAll(db, caller, tasksOnly)
             const received: Array<SyncMessage> = []
             const fiber = yield* sync.changes(caller, yield* viewOf(caller), db, { scope: tasksOnly, cursor: snap.checkpoint.cursor }).pipe(
-              Stream.takeUntil((m) => m._tag === "Resnapshot" || m.checkpoint.position === Position.encode(9)),
+              Stream.takeUntil((m) => m._tag !== "SyncBatch" || m.checkpoint.position === Position.encode(9)),
               Stream.runForEach((m) => Effect.sync(() => received.push(m))),
               Effect.fork
             )

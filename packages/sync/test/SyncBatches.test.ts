@@ -175,7 +175,7 @@ describe("catch-up in bounded batches", () => {
       })
     ))
 
-  it.scoped("a scope whose policy reads other rows still catches up in one batch, decided at its end", () =>
+  it.scoped("a scope whose policy reads other rows catches up in one batch, decided at its end, when it fits one batch", () =>
     withEngine(
       Effect.gen(function* () {
         const { db, snap, tip } = yield* behind(carol)
@@ -184,8 +184,24 @@ describe("catch-up in bounded batches", () => {
         assert.strictEqual(positionOf(messages[0]!), tip)
         applyBatch(snap.records, messages[0]!)
         assert.deepStrictEqual(snap.records, yield* visibleTo(db, carol))
-      })
+      }),
+      { maxBatchBytes: 1024 * 1024 }
     ))
+
+  it.scoped("a scope whose policy reads other rows, further behind than one batch (bytes or commits), is sent a resnapshot", () =>
+    Effect.gen(function* () {
+      for (const bounds of [{}, { maxBatchBytes: 1024 * 1024, maxBatchCommits: 20 }]) {
+        yield* withEngine(
+          Effect.gen(function* () {
+            const { db, snap } = yield* behind(carol)
+            const messages = yield* changesOnce(db, carol, snap.checkpoint.cursor)
+            assert.strictEqual(messages.length, 1)
+            assert.deepInclude(messages[0], { _tag: "Resnapshot", reason: "too_far_behind" })
+          }),
+          bounds
+        )
+      }
+    }))
 
   it.scoped("a cursor whose history was compacted away mid catch-up gets a resnapshot", () =>
     withEngine(

@@ -5,8 +5,8 @@
  * `DataPlane`. A changes stream stays open as long as the client listens (the front's
  * request timeout bounds only the time to the first batch), and produces its next batch
  * only while the bytes its reader has not taken yet are within `syncStreamBufferBytes`;
- * a reader that stays behind for `syncStreamStallMs` gets the end of the stream after
- * what it was sent, and resumes from the last checkpoint it received. Once caught up, a
+ * a reader that stays behind for `syncStreamStallMs` gets, after what it was sent, a final
+ * `SyncEnd` (`slow_reader`) and the end of the stream, and resumes from the last checkpoint it received. Once caught up, a
  * stream's batches are written to its exchange by the database's sync hub, pre-encoded
  * (`SyncLiveSink`), while the exchange holds at most the bound.
  */
@@ -14,7 +14,7 @@ import { HttpLayerRouter } from "@effect/platform"
 import { Rpc, RpcGroup, RpcSerialization, RpcServer } from "@effect/rpc"
 import { Authentication } from "@cairn/domain/Authentication"
 import { CurrentPrincipal } from "@cairn/domain/CurrentPrincipal"
-import { SnapshotPage, SyncMessage } from "@cairn/domain/Sync"
+import { SnapshotPage, syncEnd, SyncMessage } from "@cairn/domain/Sync"
 import { SyncLiveSink } from "@cairn/domain/SyncLiveSink"
 import { Context, Effect, Layer, Schema, Stream } from "effect"
 import { DataPlane } from "../engine/DataPlane.js"
@@ -66,7 +66,7 @@ const Handlers = ServedSyncRpcs.toLayer(
             )
             // A caught-up stream's batches go straight to the exchange, pre-encoded by the hub.
             const direct = transport.direct(clientId)
-            return transport.paced(clientId, direct === undefined ? changes : Stream.provideService(changes, SyncLiveSink, direct))
+            return transport.paced(clientId, direct === undefined ? changes : Stream.provideService(changes, SyncLiveSink, direct), syncEnd("slow_reader"))
           })
         )
     })

@@ -4,8 +4,10 @@
  * unbounded mailbox, so a stream whose reader stopped reading buffers without limit. Here
  * each HTTP exchange counts the bytes it holds (queued, or handed to the socket and not yet
  * drained), and a streaming handler wrapped in `paced` pulls its next element only while
- * that count is within the bound, ending cleanly when it stays above it too long (and
- * the exchange's socket is destroyed if it still has not drained `stallMs` later).
+ * that count is within the bound, ending cleanly when it stays above it too long: with its
+ * `final` element (what the reader is told), then its exit and the end of the response. The
+ * exchange's socket is destroyed only when its reader then takes nothing for `stallMs` (gone,
+ * or paused for good); a slow reader gets the final element and a clean close.
  * An exit the route answers itself (`refusal`) is not sent: before the response is under
  * way the exchange fails with it (whatever else was queued is dropped), after, the request
  * ends interrupted.
@@ -32,7 +34,7 @@ interface Flow {
   held: number
   /** Open while `held` is within the bound. */
   readonly room: Effect.Latch
-  /** A stream of the exchange ended on a stall: the exchange gets `stallMs` more to drain, then its socket is closed. */
+  /** A stream of the exchange ended on a stall: while its reader takes nothing for `stallMs`, its socket is closed. */
   readonly stalled: Effect.Effect<void>
 }
 
@@ -43,9 +45,9 @@ export interface PacedProtocol<R = never> {
   /**
    * `stream`, pulled only while the exchange of `clientId` holds at most the bound; it ends
    * (as if finished) once it has waited `stallMs` for room. Its consumer then sees every
-   * element produced so far and the end of the stream.
+   * element produced so far, `final` if given (what the reader is told), and the end of the stream.
    */
-  readonly paced: <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>) => Stream.Stream<A, E, R>
+  readonly paced: <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>, final?: A) => Stream.Stream<A, E, R>
   /**
    * Writes pre-encoded elements of the stream of the exchange `clientId` straight to it (see
    * `SyncLiveSink`): `offer` takes the JSON text of one encoded element, frames it as the
@@ -114,19 +116,18 @@ export const make = <R = never>(options: PacingOptions<R>): Effect.Effect<PacedP
         held: 0,
         room: yield* Effect.makeLatch(true),
         // A reader that never drains (gone without a FIN, or paused for good) must not pin what
-        // the exchange holds: the socket is destroyed, which ends the exchange and frees it.
+        // the exchange holds: once it takes nothing for `stallMs`, the socket is destroyed, which
+        // ends the exchange and frees it. A reader still taking bytes drains to the clean end.
         stalled: Effect.suspend(() => {
           if (abandoning) return Effect.void
           abandoning = true
-          return Effect.sleep(options.stallMs).pipe(
-            Effect.zipRight(
-              Effect.sync(() => {
-                if (flow.held > 0) NodeHttpServerRequest.toServerResponse(request)?.destroy()
-              })
-            ),
-            Effect.forkIn(scope),
-            Effect.asVoid
-          )
+          const watch = (before: number): Effect.Effect<void> =>
+            Effect.flatMap(Effect.sleep(options.stallMs), () => {
+              if (ended || flow.held <= 0) return Effect.void
+              if (flow.held < before) return watch(flow.held)
+              return Effect.sync(() => NodeHttpServerRequest.toServerResponse(request)?.destroy())
+            })
+          return Effect.suspend(() => watch(flow.held)).pipe(Effect.forkIn(scope), Effect.asVoid)
         })
       }
 
@@ -270,13 +271,23 @@ export const make = <R = never>(options: PacingOptions<R>): Effect.Effect<PacedP
 
     const stalled = (clientId: number) => Effect.suspend(() => clients.get(clientId)?.flow.stalled ?? Effect.void)
 
-    const paced = <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>): Stream.Stream<A, E, R> =>
+    const paced = <A, E, R>(clientId: number, stream: Stream.Stream<A, E, R>, final?: A): Stream.Stream<A, E, R> =>
       Stream.unwrapScoped(
-        Effect.map(Stream.toPull(stream), (pull) =>
-          Stream.repeatEffectChunkOption(
-            Effect.flatMap(awaitRoom(clientId), (room) => (room ? pull : Effect.zipRight(stalled(clientId), Effect.fail(Option.none()))))
+        Effect.map(Stream.toPull(stream), (pull) => {
+          let stopped = false
+          const end = Effect.fail(Option.none())
+          // The final element goes out although the exchange is full: one small frame past the bound.
+          const stop = Effect.zipRight(
+            stalled(clientId),
+            Effect.suspend(() => {
+              stopped = true
+              return final === undefined ? end : Effect.succeed(Chunk.of(final))
+            })
           )
-        )
+          return Stream.repeatEffectChunkOption(
+            Effect.suspend(() => (stopped ? end : Effect.flatMap(awaitRoom(clientId), (room) => (room ? pull : stop))))
+          )
+        })
       )
 
     const ndjson = serialization.contentType === "application/ndjson"

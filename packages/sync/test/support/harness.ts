@@ -108,6 +108,7 @@ export const catchUp = (database: Database, client: MemoryClient, batches?: numb
         client.checkpoint = undefined
         continue
       }
+      if (last._tag !== "SyncBatch") return yield* Effect.dieMessage(`stream ended with ${last._tag}`)
       for (const m of messages) applyBatch(client.records, m)
       client.checkpoint = last.checkpoint
       return
