@@ -106,7 +106,7 @@ describe("snapshot", () => {
         const view = yield* viewOf(carol)
         const attempt = (scope: SyncScope) => Effect.flip(sync.snapshot(carol, view, db, { scope }))
         const unknown = yield* attempt({ entities: [{ from: { kind: "entity", name: "Nope" } }] })
-        assert.strictEqual(unknown._tag, "UnknownDefinition")
+        assert.strictEqual(unknown._tag, "Inaccessible")
         const hidden = yield* attempt({ entities: [{ from: { kind: "entity", name: "Member" }, where: { op: "eq", path: ["email"], value: "x@y.z" } }] })
         const missing = yield* attempt({ entities: [{ from: { kind: "entity", name: "Member" }, where: { op: "eq", path: ["phone"], value: "x@y.z" } }] })
         assert.strictEqual(hidden._tag, "InvalidQuery")

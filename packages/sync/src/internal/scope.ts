@@ -10,7 +10,7 @@ import { digest } from "@cairn/catalog/Digest"
 import { leafIssue, leafProblems } from "@cairn/catalog/ColumnValue"
 import { type View } from "@cairn/catalog/View"
 import { type Filter, idOperators } from "@cairn/domain/QueryDocument"
-import { InvalidQuery, type Issue, type QueryBudgetExceeded, UnknownDefinition } from "@cairn/domain/PublicError"
+import { Inaccessible, InvalidQuery, type Issue, type QueryBudgetExceeded } from "@cairn/domain/PublicError"
 import { type SyncScope } from "@cairn/domain/Sync"
 import * as SubjectTemplate from "@cairn/policy/SubjectTemplate"
 import { checkFilter as checkBounds, type FilterLimits, malformed } from "@cairn/query/FilterDecoder"
@@ -70,8 +70,8 @@ export const resolveScope = (
   view: View,
   scope: SyncScope,
   limits: FilterLimits
-): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> =>
-  Effect.suspend((): Effect.Effect<ResolvedScope, UnknownDefinition | InvalidQuery | QueryBudgetExceeded> => {
+): Effect.Effect<ResolvedScope, Inaccessible | InvalidQuery | QueryBudgetExceeded> =>
+  Effect.suspend((): Effect.Effect<ResolvedScope, Inaccessible | InvalidQuery | QueryBudgetExceeded> => {
     for (const [i, requested] of scope.entities.entries()) {
       if (requested.where === undefined) continue
       const problem = checkBounds(requested.where, `/scope/entities/${i}/where`, limits, malformed("sync"))
@@ -81,10 +81,12 @@ export const resolveScope = (
     const issues: Array<Issue> = []
     for (const [i, requested] of scope.entities.entries()) {
       const entity = view.entity(requested.from.name)
-      // A hidden entity answers exactly like one that does not exist.
+      // Hidden and nonexistent answer alike: `inaccessible`, revealing nothing (spec: authentication rule 3), as a query's `from`.
       if (!entity) {
         return Effect.fail(
-          new UnknownDefinition({ message: `No entity named "${requested.from.name}" is defined. Browse or search to find exact references.` })
+          new Inaccessible({
+            message: `No entity named "${requested.from.name}" is available to you. Browse or search with describe to find exact references.`
+          })
         )
       }
       if (entries.some((e) => e.entity.name === entity.name)) {
