@@ -25,6 +25,7 @@ import { DevFallbackIssuer } from "@cairn/devauth/DevIdentity"
 import { ExposureGuardLive } from "@cairn/server/auth/ExposureGuard"
 import { McpRoutesLive } from "@cairn/mcp/McpRoutes"
 import { MetricsEndpointLive } from "@cairn/server/operations/MetricsEndpoint"
+import { MetricFamiliesLive } from "@cairn/server/engine/MetricsAtZero"
 import { OperatorAdminLive } from "@cairn/server/engine/OperatorAdminLive"
 import { OperatorSettings } from "@cairn/server/operations/OperatorSettings"
 import { ReadinessRoute } from "@cairn/server/http/Readiness"
@@ -60,7 +61,7 @@ export const App = (
     ),
     DevAuthServer.DevAuthServerLive,
     // Embedded, the operator listener also serves the per-database actions (`cairn doctor`, online `cairn restore`).
-    MetricsEndpointLive.pipe(Layer.provide(place === embedded ? OperatorAdminLive : Layer.empty))
+    MetricsEndpointLive.pipe(Layer.provide([MetricFamiliesLive, place === embedded ? OperatorAdminLive : Layer.empty]))
   ).pipe(
     Layer.provide(CatalogGuardLive),
     Layer.provide(ExposureGuardLive),

@@ -44,7 +44,7 @@ describe("Databases", () => {
         assert.deepStrictEqual((yield* query(keyB, `SELECT title FROM "Note"`)).map((r) => r.title), ["In B"])
 
         const tables = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name`)).map((r) => r.name)
-        assert.deepStrictEqual(tables, ["Note", "_cairn_commits", "_cairn_compaction", "_cairn_install", "_cairn_receipts"])
+        assert.deepStrictEqual(tables, ["Note", "_cairn_commits", "_cairn_compaction", "_cairn_directory", "_cairn_install", "_cairn_receipts", "_cairn_retention"])
         const indexes = (yield* query(keyA, `SELECT name FROM sqlite_schema WHERE type = 'index' AND name LIKE 'ix_%'`)).map((r) => r.name)
         assert.deepStrictEqual(indexes, ["ix_Note_title"])
         const catalog = yield* Effect.orDie(compile(notes))

@@ -9,9 +9,8 @@ import { createServer, type IncomingMessage, type Server, type ServerResponse } 
 import type { AddressInfo } from "node:net"
 import type { PrometheusExporter } from "@opentelemetry/exporter-prometheus"
 import type { MetricProducer } from "@opentelemetry/sdk-metrics"
-import { Effect, Layer, Option, Runtime } from "effect"
+import { Context, Effect, Layer, Option, Runtime } from "effect"
 import { commonJs } from "../internal/commonJs.js"
-import * as MetricsAtZero from "./MetricsAtZero.js"
 import { adminHandler, OperatorAdmin, writeCredential } from "./OperatorAdmin.js"
 import { OperatorSettings } from "./OperatorSettings.js"
 import { Settings } from "./Settings.js"
@@ -52,7 +51,16 @@ const listen = (host: string, port: number, exporter: PrometheusExporter, routes
     })
   )
 
-/** Serves the endpoint when `CAIRN_METRICS_PORT` is set. Needs `OperatorSettings`. */
+/**
+ * Every metric family the endpoint exports, set at zero with its known label values before the
+ * first scrape (`engine/MetricsAtZero`): the families live in the folders above this one.
+ */
+export class MetricFamilies extends Context.Tag("@cairn/server/operations/MetricFamilies")<
+  MetricFamilies,
+  { readonly atZero: Effect.Effect<void> }
+>() {}
+
+/** Serves the endpoint when `CAIRN_METRICS_PORT` is set. Needs `OperatorSettings` and `MetricFamilies`. */
 export const MetricsEndpointLive = Layer.unwrapEffect(
   Effect.map(OperatorSettings, (settings) =>
     Option.match(settings.metrics, {
@@ -65,7 +73,7 @@ export const MetricsEndpointLive = Layer.unwrapEffect(
             // No timestamps and no `target_info`: the scrape is the metrics and their help text only.
             const exporter = new PrometheusExporter({ preventServerStart: true, withoutTargetInfo: true })
             // Every family in the first scrape, at zero: alerts on rate() need a sample before the first event.
-            yield* MetricsAtZero.atZero
+            yield* (yield* MetricFamilies).atZero
             const effectProducer = yield* OtelMetrics.makeProducer
             // Only Cairn's own metrics: the runtime's `effect_fiber_*` are not part of the operator's contract.
             const producer: MetricProducer = {

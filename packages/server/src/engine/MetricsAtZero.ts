@@ -8,11 +8,12 @@
 import { dataRpcPath } from "@cairn/domain/DataRpcPath"
 import * as StoreMetrics from "@cairn/store/StoreMetrics"
 import * as SyncMetrics from "@cairn/sync/SyncMetrics"
-import { Effect, Metric } from "effect"
-import * as EngineMetrics from "../engine/EngineMetrics.js"
-import * as Objects from "../engine/Objects.js"
-import { escapedErrors, logWriteErrors } from "./EscapedErrors.js"
-import * as FrontMetrics from "./FrontMetrics.js"
+import { Effect, Layer, Metric } from "effect"
+import { escapedErrors, logWriteErrors } from "../operations/EscapedErrors.js"
+import * as FrontMetrics from "../operations/FrontMetrics.js"
+import { MetricFamilies } from "../operations/MetricsEndpoint.js"
+import * as EngineMetrics from "./EngineMetrics.js"
+import * as Objects from "./Objects.js"
 
 /** The data plane's route patterns (as `FrontMiddleware` labels them) and their RPCs. */
 const routes = [dataRpcPath, "/db/sync", "/mcp", "/db/objects", "/db/objects/:objectId", "/health"]
@@ -33,3 +34,6 @@ export const atZero: Effect.Effect<void> = Effect.all(
   ],
   { discard: true }
 )
+
+/** The families `MetricsEndpointLive` puts in its first scrape: every one Cairn's packages define. */
+export const MetricFamiliesLive = Layer.succeed(MetricFamilies, { atZero })
