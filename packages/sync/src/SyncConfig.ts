@@ -37,7 +37,7 @@ export const defaults: SyncConfigShape = {
   maxSnapshotRows: 200_000,
   maxReplayCommits: 20_000,
   maxBatchBytes: 1024 * 1024,
-  maxBatchCommits: 1000,
+  maxBatchCommits: 250,
   maxDependents: 512
 }
 
