@@ -15,6 +15,7 @@ import { freePortPromise as freePort } from "@cairn/testkit/freePort"
 import { describe, expect, it } from "@effect/vitest"
 import { ConfigProvider, Effect } from "effect"
 import { v7 as uuidv7 } from "uuid"
+import { postCreateProject } from "./support/requests.js"
 
 const root = fileURLToPath(new URL("../../..", import.meta.url))
 
@@ -72,24 +73,7 @@ const token = (server: Server, dataDir: string, org: string) =>
     })
   )
 
-const createProject = async (server: Server, bearer: string, invocationId: string) => {
-  const response = await fetch(`http://127.0.0.1:${server.port}/db/rpc`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json", connection: "close" },
-    body: JSON.stringify({
-      _tag: "Request",
-      id: "1",
-      tag: "Mutate",
-      headers: [],
-      payload: { operation: { kind: "operation", owner: { kind: "entity", name: "Project" }, name: "create" }, input: { name: "Apollo" }, invocationId }
-    })
-  })
-  const text = await response.text()
-  expect(response.status, text).toBe(200)
-  const exit = (JSON.parse(text) as Array<any>).find((m) => m._tag === "Exit")?.exit
-  expect(exit?._tag, text).toBe("Success")
-  return exit.value as { outcome: string; position: string }
-}
+const createProject = (server: Server, bearer: string, invocationId: string) => postCreateProject(`http://127.0.0.1:${server.port}`, bearer, invocationId)
 
 describe("one Cairn process per data directory", () => {
   it("a second process exits non-zero at once naming the directory; the first keeps committing; after SIGKILL a new one takes over", async () => {

@@ -9,27 +9,11 @@ import { join } from "node:path"
 import { describe, expect, it } from "@effect/vitest"
 import { v7 as uuidv7 } from "uuid"
 import { type Child, childToken, launchChild, stopChild } from "./support/child.js"
+import { postCreateProject } from "./support/requests.js"
 
 const entry = "apps/server/src/main.ts"
 
-const createProject = async (server: Child, bearer: string, invocationId: string) => {
-  const response = await fetch(`${server.base}/db/rpc`, {
-    method: "POST",
-    headers: { authorization: `Bearer ${bearer}`, "content-type": "application/json", connection: "close" },
-    body: JSON.stringify({
-      _tag: "Request",
-      id: "1",
-      tag: "Mutate",
-      headers: [],
-      payload: { operation: { kind: "operation", owner: { kind: "entity", name: "Project" }, name: "create" }, input: { name: "Apollo" }, invocationId }
-    })
-  })
-  const text = await response.text()
-  expect(response.status, text).toBe(200)
-  const exit = (JSON.parse(text) as Array<any>).find((m) => m._tag === "Exit")?.exit
-  expect(exit?._tag, text).toBe("Success")
-  return exit.value as { outcome: string; position: string }
-}
+const createProject = (server: Child, bearer: string, invocationId: string) => postCreateProject(server.base, bearer, invocationId)
 
 describe("a lost registry through a real server process", () => {
   it("refuses to start on a used directory whose registry and database files were emptied; a fresh one starts", async () => {

@@ -7,9 +7,10 @@
  * ids again. The operator restores the registry and database files from a backup (or `cairn restore`
  * each database, which registers it), or says so explicitly (`CAIRN_ACCEPT_LOST_REGISTRY=true`).
  */
-import { closeSync, existsSync, fsyncSync, openSync, readFileSync, renameSync, writeFileSync } from "node:fs"
+import { existsSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import { Data, Effect, Schema } from "effect"
+import { writeAtomically } from "./internal/files.js"
 import { Registry } from "./Registry.js"
 import { StoreConfig } from "./StoreConfig.js"
 
@@ -40,24 +41,8 @@ const readIdentity = (directory: string): string | undefined => {
 }
 
 /** Writes the identity file atomically and durably (a temporary file, fsynced, renamed, the directory fsynced). */
-const writeIdentity = (directory: string, id: string) => {
-  const path = join(directory, identityFile)
-  const temporary = `${path}.tmp`
-  writeFileSync(temporary, JSON.stringify({ directory: id, createdAt: new Date().toISOString() }) + "\n")
-  const fd = openSync(temporary, "r")
-  try {
-    fsyncSync(fd)
-  } finally {
-    closeSync(fd)
-  }
-  renameSync(temporary, path)
-  const dir = openSync(directory, "r")
-  try {
-    fsyncSync(dir)
-  } finally {
-    closeSync(dir)
-  }
-}
+const writeIdentity = (directory: string, id: string) =>
+  writeAtomically(join(directory, identityFile), JSON.stringify({ directory: id, createdAt: new Date().toISOString() }) + "\n")
 
 /**
  * Checks (and on a first start, gives) the data directory's identity; fails with
