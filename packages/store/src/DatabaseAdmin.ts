@@ -13,7 +13,7 @@ import { type DatabaseId } from "@cairn/domain/Ids"
 import * as Backup from "./Backup.js"
 import { Databases } from "./Databases.js"
 import { fault } from "./internal/fileFaults.js"
-import { checkFile } from "./internal/integrityWorker.js"
+import { inWorker } from "./internal/pageCheck.js"
 import { ObjectStore } from "./ObjectStore.js"
 import { OperationCatalog } from "./OperationCatalog.js"
 import { Registry } from "./Registry.js"
@@ -91,9 +91,13 @@ export class DatabaseAdmin extends Effect.Service<DatabaseAdmin>()("@cairn/store
         yield* known(id)
         const file = fileOf(id)
         if (!existsSync(file)) return { id, ok: false, problems: ["its file does not exist"], position: 0 }
-        const result = yield* checkFile(file)
-        if (!result.ok) yield* databases.faulted(fault(id as DatabaseId, "corrupt", `integrity_check: ${result.problems.slice(0, 3).join("; ")}`))
-        return { id, ...result }
+        // A file SQLite cannot open at all is one problem.
+        const { position, problems } = yield* inWorker(file, "integrity_check(10)").pipe(
+          Effect.catchAll((failed) => Effect.succeed({ problems: [failed.message], position: 0 }))
+        )
+        const ok = problems.length === 0
+        if (!ok) yield* databases.faulted(fault(id as DatabaseId, "corrupt", `integrity_check: ${problems.slice(0, 3).join("; ")}`))
+        return { id, ok, problems, position }
       })
 
     /** Forgets the fault of `id`, then opens it as a call would: serving again, or still refused and why. */
